@@ -1,0 +1,48 @@
+"""The `sift` command: dispatch to a subcommand module before importing it.
+
+Each subcommand module offers `add_arguments(parser)` and `run(args) -> int`. Only the
+chosen module is imported, so `sift search` never pays for the server or the bake-off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from siftlib import __version__
+
+COMMANDS = {
+    "search": ("siftlib.commands.search", "one web search; prints the fused hits"),
+    "serve": ("siftlib.commands.serve", "the HTTP gateway (native and Firecrawl-compatible API)"),
+    "rerank-skills": ("siftlib.skills.command", "find the right agent skill in the local catalog"),
+    "bakeoff": ("siftlib.commands.bakeoff", "compare source configurations on real queries"),
+    "blind": ("siftlib.commands.blind", "write blind judging packs for a bake-off run"),
+}
+
+USAGE = "usage: sift [--version] <command> [<args>]\n\ncommands:\n" + "".join(
+    f"  {name:<15}{summary}\n" for name, (_, summary) in COMMANDS.items()
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one sift command and return its exit code."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        (sys.stdout if argv else sys.stderr).write(USAGE)
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        print(f"sift {__version__}")
+        return 0
+    name = argv[0]
+    if name not in COMMANDS:
+        sys.stderr.write(f"sift: unknown command {name!r}\n\n{USAGE}")
+        return 2
+    module_name, summary = COMMANDS[name]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog=f"sift {name}", description=summary)
+    parser.add_argument("--config", metavar="FILE", help="config file (default: $SIFT_CONFIG, then the user config dir)")
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    code: int = module.run(args)
+    return code

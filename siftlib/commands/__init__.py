@@ -1,0 +1,1 @@
+"""Thin subcommand modules: parse, call the library, turn its errors into messages."""

@@ -1,0 +1,321 @@
+"""Configuration: `config.toml`, `client.toml` and `secret.env`.
+
+Strict by design: an unknown key or a wrongly typed value is a `ConfigError` naming the key
+and the file; nothing is coerced (a boolean is not an integer). A missing config file means
+all defaults. Durations are strings such as "250ms", "8s", "10m", "1h".
+
+The `[skill_search]` table belongs to skill search, which validates it itself (an invalid
+table there disables reranking instead of failing every command), so it is passed through
+raw as `Config.skill_search`.
+
+Secrets live in a private map loaded once; the process environment is the fallback for each
+key. `Secrets` never shows a value in its repr.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from siftlib.errors import ConfigError
+
+SOURCE_ORDER = ("searxng", "brave_llm", "tavily")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _user_config_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("sift"))
+
+
+def _user_state_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_state_dir("sift"))
+
+
+def resolve_config_path(explicit: str | None = None) -> Path:
+    """Return the config path: `--config` > `$SIFT_CONFIG` > the user config dir."""
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("SIFT_CONFIG"):
+        return Path(os.environ["SIFT_CONFIG"])
+    return _user_config_dir() / "config.toml"
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Read a TOML file; a missing file is an empty table."""
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
+
+
+def parse_duration(text: str) -> float:
+    """Return the seconds a duration string such as "250ms" or "8s" stands for."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ValueError(f"{text!r} is not a duration such as \"250ms\", \"8s\", \"10m\" or \"1h\"")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    """One upstream search source."""
+
+    name: str
+    enabled: bool
+    url: str
+    daily_credit_cap: int = 0
+    no_rerank: bool = False
+
+    @property
+    def must_be_public(self) -> bool:
+        """Paid sources are public services; only SearXNG may sit on a private address."""
+        return self.name != "searxng"
+
+
+@dataclass(frozen=True)
+class Config:
+    """The server config, as every command sees it."""
+
+    path: Path
+    listen: str = "127.0.0.1:8787"
+    db: Path = field(default_factory=lambda: _user_state_dir() / "cache.db")
+    secret_env: Path = field(default_factory=lambda: _user_config_dir() / "secret.env")
+    permit_restricted: tuple[str, ...] = ()
+    k: int = 8
+    timeout: float = 8.0
+    rerank: bool = True
+    digest: bool = False
+    cache_ttl: float = 3600.0
+    sources: tuple[SourceConfig, ...] = ()
+    skill_search: Mapping[str, Any] = field(default_factory=dict)
+
+    def source(self, name: str) -> SourceConfig:
+        """Return the config of the source called `name`."""
+        return next(s for s in self.sources if s.name == name)
+
+    @property
+    def enabled_sources(self) -> tuple[SourceConfig, ...]:
+        """Enabled sources, in the fixed source order."""
+        return tuple(s for s in self.sources if s.enabled)
+
+
+_SOURCE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "searxng": {"enabled": False, "url": "http://127.0.0.1:8888"},
+    "brave_llm": {
+        "enabled": False,
+        "url": "https://api.search.brave.com/res/v1/llm/context",
+        "daily_credit_cap": 0,
+    },
+    "tavily": {
+        "enabled": False,
+        "url": "https://api.tavily.com/search",
+        "daily_credit_cap": 500,
+        "no_rerank": False,
+    },
+}
+
+
+class _Table:
+    """Typed, strict access to one TOML table; reports every problem with key and file."""
+
+    def __init__(self, data: Mapping[str, Any], prefix: str, path: Path) -> None:
+        self.data, self.prefix, self.path = data, prefix, path
+
+    def error(self, key: str, message: str) -> ConfigError:
+        return ConfigError(f"{self.path}: {self.prefix}{key} {message}")
+
+    def check_keys(self, allowed: set[str]) -> None:
+        for key in self.data:
+            if key not in allowed:
+                raise self.error(key, "is not a known setting")
+
+    def get(self, key: str, kind: type, default: Any) -> Any:
+        value = self.data.get(key, default)
+        # bool is a subclass of int: an integer setting must not take `true`.
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise self.error(key, f"must be {_KIND_NAMES[kind]}, not {type(value).__name__}")
+        return value
+
+    def table(self, key: str) -> _Table:
+        value = self.get(key, dict, {})
+        return _Table(value, f"{self.prefix}{key}.", self.path)
+
+    def integer(self, key: str, default: int, low: int, high: int | None = None) -> int:
+        value: int = self.get(key, int, default)
+        if value < low or (high is not None and value > high):
+            bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise self.error(key, f"must be {bound}, not {value}")
+        return value
+
+    def duration(self, key: str, default: str) -> float:
+        try:
+            seconds = parse_duration(self.get(key, str, default))
+        except ValueError as exc:
+            raise self.error(key, f"must be a duration: {exc}") from None
+        if seconds <= 0 or not math.isfinite(seconds):
+            raise self.error(key, "must be a positive duration")
+        return seconds
+
+    def url(self, key: str, default: str) -> str:
+        value: str = self.get(key, str, default)
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise self.error(key, "must be an http:// or https:// URL with a host")
+        if parts.username is not None or parts.password is not None:
+            raise self.error(key, "must not carry a user name or password")
+        try:
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError:
+            raise self.error(key, "has an invalid port") from None
+        return value
+
+
+_KIND_NAMES = {str: "a string", int: "an integer", bool: "true or false", dict: "a table", list: "a list"}
+
+
+def load_config(explicit: str | None = None) -> Config:
+    """Load and validate the server config found by `resolve_config_path`."""
+    path = resolve_config_path(explicit)
+    root = _Table(read_toml(path), "", path)
+    root.check_keys({"server", "search", "skill_search"})
+
+    server = root.table("server")
+    server.check_keys({"listen", "db", "secret_env", "permit_restricted"})
+    restricted = server.get("permit_restricted", list, [])
+    if not all(isinstance(name, str) for name in restricted):
+        raise server.error("permit_restricted", "must be a list of caller names (strings)")
+
+    search = root.table("search")
+    search.check_keys({"k", "timeout", "rerank", "digest", "cache_ttl", *SOURCE_ORDER})
+    sources = []
+    for name in SOURCE_ORDER:
+        defaults = _SOURCE_DEFAULTS[name]
+        table = search.table(name)
+        table.check_keys(set(defaults))
+        sources.append(
+            SourceConfig(
+                name=name,
+                enabled=table.get("enabled", bool, False),
+                url=table.url("url", defaults["url"]),
+                daily_credit_cap=table.integer(
+                    "daily_credit_cap", defaults.get("daily_credit_cap", 0), 0
+                ),
+                no_rerank=table.get("no_rerank", bool, False),
+            )
+        )
+
+    defaults = Config(path=path)
+    return Config(
+        path=path,
+        listen=server.get("listen", str, defaults.listen),
+        db=Path(server.get("db", str, str(defaults.db))).expanduser(),
+        secret_env=Path(server.get("secret_env", str, str(defaults.secret_env))).expanduser(),
+        permit_restricted=tuple(name.lower() for name in restricted),
+        k=search.integer("k", 8, 1, 50),
+        timeout=search.duration("timeout", "8s"),
+        rerank=search.get("rerank", bool, True),
+        digest=search.get("digest", bool, False),
+        cache_ttl=search.duration("cache_ttl", "1h"),
+        sources=tuple(sources),
+        skill_search=root.get("skill_search", dict, {}),
+    )
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Where `sift search` sends its query when it runs as a client."""
+
+    url: str
+    token: str | None
+
+
+def load_client_config(server_url: str | None = None) -> ClientConfig | None:
+    """Return the client config (`--server` or `client.toml`), or None for in-process search."""
+    token = os.environ.get("SIFT_TOKEN") or None
+    if server_url:
+        return ClientConfig(url=server_url.rstrip("/"), token=token)
+    path = _user_config_dir() / "client.toml"
+    table = _Table(read_toml(path), "", path)
+    if not table.data:
+        return None
+    table.check_keys({"url", "token"})
+    url = table.url("url", "")
+    file_token = table.get("token", str, "") or None
+    return ClientConfig(url=url.rstrip("/"), token=token or file_token)
+
+
+class Secrets:
+    """Keys from `secret.env`, with the process environment as fallback; values never shown."""
+
+    def __init__(self, values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> None:
+        self._values = dict(values)
+        self._environ = os.environ if environ is None else environ
+
+    def __repr__(self) -> str:
+        return f"<Secrets keys={sorted(self._keys())}>"
+
+    def _keys(self) -> set[str]:
+        return set(self._values) | {k for k in self._environ if k.startswith(("SIFT_TOKEN_",))}
+
+    def get(self, key: str) -> str | None:
+        """Return a secret's value, or None when it is missing or blank."""
+        value = self._values.get(key) or self._environ.get(key) or ""
+        return value.strip() or None
+
+    def callers(self) -> dict[str, str]:
+        """Return caller name (lowercased) → bearer token, from `SIFT_TOKEN_<NAME>` keys."""
+        found: dict[str, str] = {}
+        for source in (self._environ, self._values):  # the file wins over the environment
+            for key, value in source.items():
+                name = key[len("SIFT_TOKEN_") :].lower()
+                if key.startswith("SIFT_TOKEN_") and name and value.strip():
+                    found[name] = value.strip()
+        return found
+
+
+def parse_secret_env(text: str, path: Path) -> dict[str, str]:
+    """Parse `KEY=value` lines (`#` comments, optional quotes, optional `export`)."""
+    values: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            # The line may hold a secret: name only its number.
+            raise ConfigError(f"{path}: line {number} is not KEY=value")
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+def load_secrets(path: Path, environ: Mapping[str, str] | None = None) -> Secrets:
+    """Load `secret.env` once; a missing file leaves only the environment."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read ({type(exc).__name__})") from None
+    return Secrets(parse_secret_env(text, path), environ)

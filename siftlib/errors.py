@@ -1,0 +1,25 @@
+"""Exceptions raised by siftlib, under one root.
+
+    SiftError
+     ├── ConfigError       a config, client or secret file is invalid
+     ├── QueryError        the caller's query or parameters are invalid
+     └── NoResultsError    no source could answer (nothing enabled, or every one failed)
+
+A failing *source* is never an exception outside the pipeline: it becomes a warning.
+"""
+
+
+class SiftError(Exception):
+    """Something sift cannot do, with a sentence fit for the user."""
+
+
+class ConfigError(SiftError):
+    """A configuration file or value is invalid."""
+
+
+class QueryError(SiftError):
+    """The query or its parameters are invalid."""
+
+
+class NoResultsError(SiftError):
+    """No source produced results."""

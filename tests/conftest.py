@@ -1,0 +1,26 @@
+"""Shared fixtures: a scrubbed environment, so no developer setting leaks into a test."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+_PREFIXES = ("SIFT_", "BRAVE_", "TAVILY_", "TYPESAFE_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Drop sift, provider and proxy variables; point the platformdirs homes at a temp dir."""
+    saved = dict(os.environ)
+    for key in list(os.environ):
+        if key.upper().startswith(_PREFIXES):
+            del os.environ[key]
+    home = tmp_path_factory.mktemp("home")
+    os.environ["XDG_CONFIG_HOME"] = str(home / "config")
+    os.environ["XDG_STATE_HOME"] = str(home / "state")
+    os.environ["XDG_CACHE_HOME"] = str(home / "cache")
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
