@@ -3,7 +3,9 @@
     SiftError
      ├── ConfigError       a config, client or secret file is invalid
      ├── QueryError        the caller's query or parameters are invalid
-     └── NoResultsError    no source could answer (nothing enabled, or every one failed)
+     ├── NoResultsError    no source could answer (nothing enabled, or every one failed)
+     ├── AuthError         the sift server refused our token (client mode)
+     └── UnreachableError  the sift server could not be reached (client mode)
 
 A failing *source* is never an exception outside the pipeline: it becomes a warning.
 """
@@ -23,3 +25,11 @@ class QueryError(SiftError):
 
 class NoResultsError(SiftError):
     """No source produced results."""
+
+
+class AuthError(SiftError):
+    """The sift server refused the credentials."""
+
+
+class UnreachableError(SiftError):
+    """The sift server could not be reached."""
