@@ -41,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     module_name, summary = COMMANDS[name]
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(prog=f"sift {name}", description=summary)
-    parser.add_argument("--config", metavar="FILE", help="config file (default: $SIFT_CONFIG, then the user config dir)")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config file (default: $SIFT_CONFIG, then the user config dir)",
+    )
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
     code: int = module.run(args)

@@ -69,7 +69,7 @@ def parse_duration(text: str) -> float:
     """Return the seconds a duration string such as "250ms" or "8s" stands for."""
     match = _DURATION.match(text.strip())
     if not match:
-        raise ValueError(f"{text!r} is not a duration such as \"250ms\", \"8s\", \"10m\" or \"1h\"")
+        raise ValueError(f'{text!r} is not a duration such as "250ms", "8s", "10m" or "1h"')
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
@@ -187,7 +187,13 @@ class _Table:
         return value
 
 
-_KIND_NAMES = {str: "a string", int: "an integer", bool: "true or false", dict: "a table", list: "a list"}
+_KIND_NAMES = {
+    str: "a string",
+    int: "an integer",
+    bool: "true or false",
+    dict: "a table",
+    list: "a list",
+}
 
 
 def load_config(explicit: str | None = None) -> Config:
@@ -221,12 +227,12 @@ def load_config(explicit: str | None = None) -> Config:
             )
         )
 
-    defaults = Config(path=path)
+    base = Config(path=path)
     return Config(
         path=path,
-        listen=server.get("listen", str, defaults.listen),
-        db=Path(server.get("db", str, str(defaults.db))).expanduser(),
-        secret_env=Path(server.get("secret_env", str, str(defaults.secret_env))).expanduser(),
+        listen=server.get("listen", str, base.listen),
+        db=Path(server.get("db", str, str(base.db))).expanduser(),
+        secret_env=Path(server.get("secret_env", str, str(base.secret_env))).expanduser(),
         permit_restricted=tuple(name.lower() for name in restricted),
         k=search.integer("k", 8, 1, 50),
         timeout=search.duration("timeout", "8s"),

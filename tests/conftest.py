@@ -7,7 +7,16 @@ from collections.abc import Iterator
 
 import pytest
 
-_PREFIXES = ("SIFT_", "BRAVE_", "TAVILY_", "TYPESAFE_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+_PREFIXES = (
+    "SIFT_",
+    "BRAVE_",
+    "TAVILY_",
+    "TYPESAFE_",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+)
 
 
 @pytest.fixture(autouse=True)

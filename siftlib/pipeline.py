@@ -1,0 +1,493 @@
+"""The search pipeline shared by `sift serve`, `sift search --local` and the bake-off.
+
+    searcher = Searcher(load_config(None), load_secrets(path), store=open_store(db))
+    response = searcher.search(SearchRequest(query="sqlite wal mode", k=5))
+
+One search (search.md §4): validate the query, plan the sources (enabled, keyed, not
+refused, under their query caps, daily cap reserved), look the plan up in the cache, fan out
+to every planned source at once under one wall-clock deadline, merge (`fusion`), truncate,
+and store the result only when every attempted source succeeded.
+
+Decisions the spec leaves open:
+- Each source runs on a worker thread; the caller waits at most `search.timeout` in all.
+  A worker reads the body itself in chunks and stops at the deadline or at 2 MiB, so a
+  dripping upstream is cut and its thread freed soon after.
+- Credits: a daily cap is reserved before the call. A call that never left (connection or
+  pinning refused) gives it back; a non-2xx answer spends nothing; a timeout keeps the
+  reservation (the provider may well have charged); a 2xx settles to the actual credits.
+- Without a store (library use and tests), nothing is cached and no cap applies.
+- `rerank = false` concatenates; `no_rerank` applies to fusion only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from siftlib import fusion
+from siftlib.config import SOURCE_ORDER, Config, Secrets
+from siftlib.errors import NoResultsError, QueryError
+from siftlib.hits import Hit
+from siftlib.metrics import Metrics
+from siftlib.sources import SOURCES, BadResponse, Source
+
+if TYPE_CHECKING:
+    import httpx
+
+    from siftlib.dial import Upstream
+    from siftlib.store import Store
+
+log = logging.getLogger("sift")
+
+MAX_QUERY_CHARS = 1500
+MAX_K = 50
+MAX_BODY_BYTES = 2 * 1024 * 1024
+_CHUNK = 64 * 1024
+_WORKERS = 64
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One search, as a caller asks for it."""
+
+    query: str
+    k: int | None = None
+    rerank: bool | None = None
+    digest: bool = False
+    caller: str = "local"
+    use_cache: bool = True
+    sources: tuple[str, ...] | None = None
+
+
+@dataclass
+class SearchResponse:
+    """The outcome of one search: fused hits plus what went wrong on the way."""
+
+    results: list[Hit]
+    warnings: list[str]
+    sources_ok: list[str]
+    sources_failed: list[str]
+    search_ms: int
+    rerank_ms: int
+    cached: bool
+    credits: dict[str, int] = field(default_factory=dict)
+
+    def to_native(self) -> dict[str, object]:
+        """Return the native API's response envelope (search.md §3.1)."""
+        return {
+            "results": [hit.to_dict() for hit in self.results],
+            "warnings": self.warnings,
+            "sizes": {
+                "results": len(self.results),
+                "sources_ok": self.sources_ok,
+                "sources_failed": self.sources_failed,
+            },
+            "timings": {"search_ms": self.search_ms, "rerank_ms": self.rerank_ms},
+            "cached": self.cached,
+        }
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What one source's call came to: hits, or the warning kind that replaced them."""
+
+    name: str
+    hits: list[Hit] = field(default_factory=list)
+    credits: int = 0
+    failure: str | None = None
+    sent: bool = True
+
+
+class _TooLarge(Exception):
+    """The answer passed the size limit."""
+
+
+class _Deadline(Exception):
+    """The wall-clock deadline passed while reading."""
+
+
+def normalise_query(query: object) -> str:
+    """Return the query as sent upstream: trimmed, whitespace runs collapsed; or raise."""
+    if not isinstance(query, str):
+        raise QueryError("invalid query: the query must be a string")
+    text = " ".join(query.split())
+    if not text:
+        raise QueryError("invalid query: the query is empty")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(f"invalid query: the query is over {MAX_QUERY_CHARS} characters")
+    return text
+
+
+def check_k(k: object) -> int:
+    """Return `k` when it is an integer from 1 to 50, else raise."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise QueryError(f"invalid query: k must be an integer from 1 to {MAX_K}")
+    return k
+
+
+def utc_hour(now: float) -> str:
+    """Return the cache's hour bucket, UTC `YYYY-MM-DDTHH`."""
+    return time.strftime("%Y-%m-%dT%H", time.gmtime(now))
+
+
+def utc_day(now: float) -> str:
+    """Return the daily cap's day, UTC `YYYY-MM-DD`."""
+    return time.strftime("%Y-%m-%d", time.gmtime(now))
+
+
+class Searcher:
+    """The configured sources, their pinned clients, the store and the counters."""
+
+    def __init__(
+        self,
+        config: Config,
+        secrets: Secrets,
+        *,
+        store: Store | None = None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+        allow_private_upstreams: bool = False,
+        resolver: Callable[[str, int], list[str]] | None = None,
+    ) -> None:
+        from siftlib.dial import open_upstream
+
+        self.config = config
+        self.store = store
+        self.metrics = metrics or Metrics()
+        self.clock = clock
+        self._sources: dict[str, Source] = {}
+        self._keys: dict[str, str | None] = {}
+        self._upstreams: dict[str, Upstream] = {}
+        self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="sift-source")
+        for source in config.enabled_sources:
+            adapter = SOURCES[source.name](source.url)
+            key = secrets.get(adapter.key_name) if adapter.key_name else None
+            self._sources[source.name] = adapter
+            self._keys[source.name] = key
+            if adapter.key_name and key is None:
+                log.warning("search.%s: missing key (%s)", source.name, adapter.key_name)
+                continue
+            self._upstreams[source.name] = open_upstream(
+                source.url,
+                public=source.must_be_public,
+                timeout=config.timeout,
+                allow_private=allow_private_upstreams,
+                resolver=resolver,
+            )
+
+    def close(self) -> None:
+        """Close every upstream client and the worker pool."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for upstream in self._upstreams.values():
+            upstream.close()
+
+    def upstream(self, name: str) -> Upstream:
+        """Return the pinned client of an enabled, keyed source."""
+        return self._upstreams[name]
+
+    def key(self, name: str) -> str | None:
+        """Return the API key of an enabled source, if it has one."""
+        return self._keys.get(name)
+
+    def unavailable(self, name: str) -> str | None:
+        """Say why a source cannot be called at all (disabled, missing key, refused), or None."""
+        if name not in self._sources:
+            return "disabled"
+        if name not in self._upstreams:
+            return "missing key"
+        if self._upstreams[name].refused:
+            return "upstream refused"
+        return None
+
+    def degraded(self) -> list[str]:
+        """List the enabled sources that cannot serve now, as `search.<name>: <why>`."""
+        found = []
+        day = utc_day(self.clock())
+        for name in self._sources:
+            why = self.unavailable(name) or (self._capped(name, day) and "daily cap")
+            if why:
+                found.append(f"search.{name}: {why}")
+        return found
+
+    def metrics_snapshot(self) -> dict[str, object]:
+        """Return the `/metrics` JSON: counters, plus today's credits and capped state."""
+        snapshot: dict[str, object] = dict(self.metrics.snapshot())
+        day = utc_day(self.clock())
+        daily = self._daily_credits(day)
+        paid = [s for s in self.config.sources if s.name != "searxng"]
+        snapshot["search_daily_credits"] = {f"source={s.name}": daily.get(s.name, 0) for s in paid}
+        snapshot["search_capped"] = {
+            f"source={s.name}": int(self._capped(s.name, day, daily)) for s in paid
+        }
+        return snapshot
+
+    def _daily_credits(self, day: str) -> dict[str, int]:
+        return self.store.daily_credits(day=day) if self.store is not None else {}
+
+    def _capped(self, name: str, day: str, daily: dict[str, int] | None = None) -> bool:
+        cap = self.config.source(name).daily_credit_cap
+        if not cap or self.store is None:
+            return False
+        used = (daily if daily is not None else self._daily_credits(day)).get(name, 0)
+        return used >= cap
+
+    def search(self, request: SearchRequest) -> SearchResponse:
+        """Run one search; raise `QueryError` or `NoResultsError` when it cannot answer."""
+        started = time.monotonic()
+        query = normalise_query(request.query)
+        k = check_k(self.config.k if request.k is None else request.k)
+        rerank = self.config.rerank if request.rerank is None else request.rerank
+        now = self.clock()
+        day = utc_day(now)
+        warnings: list[str] = ["digest: not supported"] if request.digest else []
+
+        planned, reserved = self._plan(request, query, day, warnings)
+        restricted = request.caller in self.config.permit_restricted
+        merge = self._merge_mode(rerank, planned)
+        key = None
+        if request.use_cache and self.store is not None and planned:
+            from siftlib.store import StoreError, cache_key
+
+            key = cache_key(
+                query=query,
+                sources=sorted(planned),
+                k=k,
+                merge=merge,
+                hour_bucket=utc_hour(now),
+                caller_class=f"restricted:{request.caller}" if restricted else "fleet",
+            )
+            try:
+                cached = self.store.cache_get(key, now=now)
+            except StoreError as exc:
+                cached, key = None, None
+                warnings.append(f"store: {exc}")
+            if cached is not None:
+                self._release_all(reserved, day)
+                self.metrics.inc("search_cache_hit")
+                return self._finish(
+                    request, query, cached, warnings, planned, [], started, 0, cached=True
+                )
+            self.metrics.inc("search_cache_miss")
+
+        if not planned:
+            self._log(request, query, [], 0, "miss", 0)
+            raise NoResultsError("no search results: no source could be called")
+
+        outcomes = self._fan_out(planned, query, k, started)
+        by_source: dict[str, list[Hit]] = {}
+        failed: list[str] = []
+        credits: dict[str, int] = {}
+        for outcome in outcomes:
+            self._account(request.caller, outcome, reserved, day, credits)
+            if outcome.failure is None:
+                by_source[outcome.name] = outcome.hits
+            else:
+                failed.append(outcome.name)
+                warnings.append(f"{outcome.name}: {outcome.failure}")
+        ok = [name for name in planned if name not in failed]
+        if not ok:
+            self._log(request, query, planned, 0, "miss", 0)
+            raise NoResultsError("no search results: every source failed")
+
+        merge_started = time.monotonic()
+        if rerank:
+            prefix = "tavily" if merge.endswith("+tavily-prefix") else None
+            hits = fusion.fuse(by_source, order=SOURCE_ORDER, prefix=prefix)
+        else:
+            hits = fusion.concatenate(by_source, order=SOURCE_ORDER)
+        hits = hits[:k]
+        rerank_ms = round((time.monotonic() - merge_started) * 1000) if rerank else 0
+
+        if key is not None and not failed:
+            from siftlib.store import StoreError
+
+            try:
+                assert self.store is not None
+                self.store.cache_put(key, hits, now=now, ttl=self.config.cache_ttl)
+            except StoreError as exc:
+                warnings.append(f"store: {exc}")
+        response = self._finish(
+            request, query, hits, warnings, ok, failed, started, rerank_ms, cached=False
+        )
+        response.credits = credits
+        return response
+
+    def _merge_mode(self, rerank: bool, planned: Sequence[str]) -> str:
+        if not rerank:
+            return "concat"
+        tavily = self.config.source("tavily")
+        return "rrf+tavily-prefix" if tavily.no_rerank and "tavily" in planned else "rrf"
+
+    def _plan(
+        self, request: SearchRequest, query: str, day: str, warnings: list[str]
+    ) -> tuple[list[str], dict[str, int]]:
+        """Choose the sources to call; reserve daily credits for the paid ones."""
+        planned: list[str] = []
+        reserved: dict[str, int] = {}
+        for name, adapter in self._sources.items():
+            if request.sources is not None and name not in request.sources:
+                continue
+            why = self.unavailable(name)
+            if why is None and adapter.query_too_long(query):
+                why = "query too long"
+            if why is None and adapter.key_name is not None:
+                cap = self.config.source(name).daily_credit_cap
+                if cap and self.store is not None:
+                    if not self.store.reserve(name, day=day, cap=cap, credits=1):
+                        why = "daily cap"
+                    else:
+                        reserved[name] = 1
+            if why is None:
+                planned.append(name)
+            else:
+                warnings.append(f"{name}: {why}")
+        return planned, reserved
+
+    def _release_all(self, reserved: dict[str, int], day: str) -> None:
+        for name, amount in reserved.items():
+            if self.store is not None:
+                self.store.release(name, day=day, reserved=amount)
+
+    def _account(
+        self,
+        caller: str,
+        outcome: _Outcome,
+        reserved: dict[str, int],
+        day: str,
+        credits: dict[str, int],
+    ) -> None:
+        """Settle the cap reservation and count the call, its credits and its failure."""
+        name = outcome.name
+        if name in reserved and self.store is not None:
+            if not outcome.sent:
+                self.store.release(name, day=day, reserved=reserved[name])
+            elif outcome.failure != "timeout":
+                self.store.settle(name, day=day, reserved=reserved[name], actual=outcome.credits)
+        if outcome.sent:
+            self.metrics.inc("search_queries", caller=caller, source=name)
+        if outcome.credits:
+            credits[name] = outcome.credits
+            self.metrics.inc("search_credits", outcome.credits, caller=caller, source=name)
+        if outcome.failure is not None:
+            kind = (
+                outcome.failure.split(" ", 1)[0]
+                if outcome.failure[0].isdigit()
+                else outcome.failure
+            )
+            self.metrics.inc("search_errors", source=name, kind=kind)
+
+    def _fan_out(
+        self, planned: Sequence[str], query: str, k: int, started: float
+    ) -> list[_Outcome]:
+        """Call every planned source at once; whatever is not back by the deadline timed out."""
+        deadline = started + self.config.timeout
+        futures: dict[str, Future[_Outcome]] = {
+            name: self._pool.submit(self._call, name, query, k, deadline) for name in planned
+        }
+        wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
+        outcomes = []
+        for name, future in futures.items():
+            if future.done():
+                outcomes.append(future.result())
+            else:
+                outcomes.append(_Outcome(name, failure="timeout"))
+        return outcomes
+
+    def _call(self, name: str, query: str, k: int, deadline: float) -> _Outcome:
+        """Make one source's request and map its answer; never raises."""
+        import httpx
+
+        from siftlib.dial import UpstreamRefused
+
+        adapter = self._sources[name]
+        upstream = self._upstreams[name]
+        try:
+            request = adapter.build_request(query, k=k, key=self._keys[name])
+            remaining = max(0.001, deadline - time.monotonic())
+            request.extensions["timeout"] = httpx.Timeout(remaining).as_dict()
+            response = upstream.client.send(request, stream=True)
+            try:
+                if not 200 <= response.status_code < 300:
+                    return _Outcome(name, failure=adapter.describe_status(response.status_code))
+                body = _read_capped(response, deadline)
+            finally:
+                response.close()
+            answer = adapter.parse(body)
+        except UpstreamRefused:
+            return _Outcome(name, failure="upstream refused", sent=False)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol):
+            return _Outcome(name, failure="connection failed", sent=False)
+        except (httpx.TimeoutException, _Deadline):
+            return _Outcome(name, failure="timeout")
+        except _TooLarge:
+            return _Outcome(name, failure="too large")
+        except BadResponse:
+            return _Outcome(name, failure="bad response")
+        except httpx.TooManyRedirects:
+            return _Outcome(name, failure="bad response")
+        except httpx.HTTPError:
+            return _Outcome(name, failure="connection failed")
+        return _Outcome(name, hits=answer.hits, credits=answer.credits)
+
+    def _finish(
+        self,
+        request: SearchRequest,
+        query: str,
+        hits: list[Hit],
+        warnings: list[str],
+        ok: list[str],
+        failed: list[str],
+        started: float,
+        rerank_ms: int,
+        *,
+        cached: bool,
+    ) -> SearchResponse:
+        self._log(request, query, ok + failed, len(hits), "hit" if cached else "miss", rerank_ms)
+        return SearchResponse(
+            results=hits,
+            warnings=warnings,
+            sources_ok=ok,
+            sources_failed=failed,
+            search_ms=round((time.monotonic() - started) * 1000),
+            rerank_ms=rerank_ms,
+            cached=cached,
+        )
+
+    def _log(
+        self,
+        request: SearchRequest,
+        query: str,
+        sources: Sequence[str],
+        n: int,
+        cache: str,
+        rerank_ms: int,
+    ) -> None:
+        """Write the one INFO line of a search: never the query text, hosts or URLs."""
+        log.info(
+            "search caller=%s q_len=%d sources=%s n=%d cache=%s rerank_ms=%d",
+            request.caller,
+            len(query),
+            ",".join(sorted(sources, key=SOURCE_ORDER.index)) or "-",
+            n,
+            cache,
+            rerank_ms,
+        )
+
+
+def _read_capped(response: httpx.Response, deadline: float) -> bytes:
+    """Read a streamed body, stopping at the deadline or past the size limit."""
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _TooLarge
+    body = bytearray()
+    for chunk in response.iter_bytes(_CHUNK):
+        body += chunk
+        if len(body) > MAX_BODY_BYTES:
+            raise _TooLarge
+        if time.monotonic() > deadline:
+            raise _Deadline
+    return bytes(body)

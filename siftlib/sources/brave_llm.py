@@ -1,0 +1,61 @@
+"""Brave's LLM Context API: `GET {url}?q=…` with `X-Subscription-Token`.
+
+Never Brave Web Search (`/res/v1/web/search`). Hits come from `grounding.generic` first
+(snippet = its snippets joined by a space), then from any URL key of the `sources` metadata
+map that generic missed (title from that entry, empty snippet). `grounding.poi` and
+`grounding.map` are local-recall data and are not web hits; a `grounding` that is a
+model-written string is never a snippet. Each 2xx call costs one credit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from siftlib.canonical_url import canonical_url
+from siftlib.hits import Hit
+from siftlib.sources.base import Answer, BadResponse, Source, load_object, text
+
+
+class BraveLLM(Source):
+    """Brave Search's LLM Context endpoint."""
+
+    name = "brave_llm"
+    key_name = "BRAVE_API_KEY"
+    max_query_chars = 400
+    max_query_words = 50
+
+    def build_request(self, query: str, *, k: int, key: str | None) -> httpx.Request:
+        return httpx.Request(
+            "GET",
+            self.url,
+            params={"q": query},
+            headers={"Accept": "application/json", "X-Subscription-Token": key or ""},
+        )
+
+    def parse(self, body: bytes) -> Answer:
+        data = load_object(body)
+        if "grounding" not in data and "sources" not in data:
+            raise BadResponse("neither grounding nor sources")
+        grounding = data.get("grounding")
+        generic = grounding.get("generic") if isinstance(grounding, dict) else None
+        hits = [
+            Hit(item["url"], text(item.get("title")), _join(item.get("snippets")), 0.0, self.name)
+            for item in (generic if isinstance(generic, list) else [])
+            if isinstance(item, dict) and isinstance(item.get("url"), str)
+        ]
+        seen = {canonical_url(hit.url) for hit in hits}
+        sources = data.get("sources")
+        for url, meta in (sources if isinstance(sources, dict) else {}).items():
+            if canonical_url(url) not in seen:
+                seen.add(canonical_url(url))
+                title = text(meta.get("title")) if isinstance(meta, dict) else ""
+                hits.append(Hit(url, title, "", 0.0, self.name))
+        return Answer(hits, credits=1)
+
+
+def _join(snippets: Any) -> str:
+    if not isinstance(snippets, list):
+        return ""
+    return " ".join(s for s in snippets if isinstance(s, str))

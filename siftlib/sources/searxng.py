@@ -1,0 +1,48 @@
+"""SearXNG's JSON API: `GET {url}/search?q=…&format=json&pageno=1`.
+
+Results come unsorted and in two shapes (typed and legacy) in one answer; only `url`,
+`title`, `content` and `score` matter here. `number_of_results` may be absent (removed
+upstream in 2026) and is not used. A 403 means the instance has JSON output disabled.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+from siftlib.hits import Hit
+from siftlib.sources.base import Answer, BadResponse, Source, load_object, number, text
+
+
+class SearXNG(Source):
+    """A SearXNG instance, usually on the same box."""
+
+    name = "searxng"
+
+    def build_request(self, query: str, *, k: int, key: str | None) -> httpx.Request:
+        return httpx.Request(
+            "GET",
+            self.url.rstrip("/") + "/search",
+            params={"q": query, "format": "json", "pageno": "1"},
+            headers={"Accept": "application/json"},
+        )
+
+    def parse(self, body: bytes) -> Answer:
+        results = load_object(body).get("results")
+        if not isinstance(results, list):
+            raise BadResponse("no results list")
+        hits = [
+            Hit(
+                url=item["url"],
+                title=text(item.get("title")),
+                snippet=text(item.get("content")),
+                score=number(item.get("score")),
+                source=self.name,
+            )
+            for item in results
+            if isinstance(item, dict) and isinstance(item.get("url"), str)
+        ]
+        hits.sort(key=lambda hit: -hit.score)  # stable: equal scores keep SearXNG's order
+        return Answer(hits)
+
+    def describe_status(self, status: int) -> str:
+        return "403 (json format disabled?)" if status == 403 else str(status)

@@ -1,0 +1,74 @@
+"""Tavily's search API: `POST {url}` with a bearer key and a fixed JSON body.
+
+Only `/search` is ever called (never `/extract`, `/crawl` or `/map`). The body asks for no
+answer, no raw content and no images, and for `usage` so credits can be metered; `answer`
+is never returned or stored even when Tavily sends one. Results are kept in Tavily's order
+(not re-sorted by score). An answer without `usage.credits` counts one credit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+
+from siftlib.hits import Hit
+from siftlib.sources.base import Answer, BadResponse, Source, load_object, number, text
+
+MAX_RESULTS = 20
+
+
+def request_body(query: str, k: int) -> dict[str, object]:
+    """Return the exact JSON body of a Tavily search."""
+    return {
+        "query": query,
+        "max_results": min(k, MAX_RESULTS),
+        "search_depth": "basic",
+        "include_answer": False,
+        "include_raw_content": False,
+        "include_images": False,
+        "include_usage": True,
+    }
+
+
+class Tavily(Source):
+    """Tavily's search endpoint."""
+
+    name = "tavily"
+    key_name = "TAVILY_API_KEY"
+    max_query_chars = 400
+
+    def build_request(self, query: str, *, k: int, key: str | None) -> httpx.Request:
+        return httpx.Request(
+            "POST",
+            self.url,
+            json=request_body(query, k),
+            headers={"Accept": "application/json", "Authorization": f"Bearer {key or ''}"},
+        )
+
+    def parse(self, body: bytes) -> Answer:
+        data = load_object(body)
+        results = data.get("results")
+        if not isinstance(results, list):
+            raise BadResponse("no results list")
+        hits = [
+            Hit(
+                url=item["url"],
+                title=text(item.get("title")),
+                snippet=text(item.get("content")),
+                score=number(item.get("score")),
+                source=self.name,
+            )
+            for item in results
+            if isinstance(item, dict) and isinstance(item.get("url"), str)
+        ]
+        return Answer(hits, credits=credits_used(data))
+
+
+def credits_used(data: dict[str, object]) -> int:
+    """Return the credits an answer reports in `usage.credits`, or 1 when it reports none."""
+    usage = data.get("usage")
+    credits = usage.get("credits") if isinstance(usage, dict) else None
+    if isinstance(credits, bool) or not isinstance(credits, int | float) or credits < 0:
+        return 1
+    return math.ceil(credits)
