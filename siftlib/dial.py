@@ -1,0 +1,380 @@
+"""Pinned upstream connections: the SSRF boundary of every source.
+
+Each source gets one `Upstream`, built at start from its config URL only:
+
+    upstream = open_upstream("https://api.tavily.com/search", public=True, timeout=8.0)
+    if not upstream.refused:
+        response = upstream.client.post("https://api.tavily.com/search", json=body)
+
+Mechanism. `upstream.client` is an ordinary `httpx.Client` whose transport is an
+`httpx.HTTPTransport` with its httpcore connection pool rebuilt around our own
+`httpcore.NetworkBackend`. httpcore hands that backend the host and port of the request's URL
+in `connect_tcp`; the backend checks them against the configured host and port, ignores the
+name otherwise, and opens a TCP socket only to the IP addresses this module resolved and
+checked itself, on that port. httpcore never resolves a name, so a DNS answer that changes
+between our check and the connect (rebinding) cannot reach the socket. TLS is layered by
+httpcore on top of that socket with the request's host as SNI and for hostname verification,
+so the certificate is checked against the configured name, never the IP. The transport also
+refuses, before the pool is asked, any request whose scheme, host or port differs from the
+configured ones (this is what stops a redirect elsewhere) and any request while the latest
+resolution is refused (so a pooled keep-alive connection is not reused after rebinding).
+httpx and httpcore are pinned by the `httpx<0.29` requirement; the one private attribute used
+(`HTTPTransport._pool`) and httpcore's `SyncStream` are exercised by the tests.
+
+Resolution happens at open and again whenever `refresh_interval` (10 minutes) has passed,
+checked on each request and on each `refused` read. A refused or failed resolution is retried
+sooner, after at most 30 s, so one DNS hiccup at start does not silence a source for ten
+minutes. An answer is acceptable when it is not empty, holds no cloud metadata address, and —
+for a source that must be public (Brave, Tavily) — every record is public by `is_public`.
+SearXNG (`public=False`) may resolve to loopback or private addresses but is pinned all the
+same. `allow_private=True` (the test-only `--allow-private-upstreams`) lets a public source use
+non-public addresses and logs a loud warning at open; nothing else relaxes the boundary.
+
+The client: `trust_env=False` (no proxy or netrc from the environment), a cookie jar whose
+policy accepts no cookie, redirects followed at most one hop (and, by the transport check,
+only to the same scheme, host and port), TLS against the system roots with hostname
+verification. Failures are httpx exceptions; `UpstreamRefused` (an `httpx.ConnectError`) is
+raised before any byte is sent. Error texts and log lines never carry a host or URL.
+
+Not public (`is_public` is False), one table below, each row tested:
+
+    IPv4  0/8 this network, 10/8, 172.16/12, 192.168/16 private, 100.64/10 CGNAT,
+          127/8 loopback, 169.254/16 link-local, 192.0.0/24 protocol assignments,
+          192.0.2/24 198.51.100/24 203.0.113/24 documentation, 192.88.99/24 6to4 relay,
+          198.18/15 benchmarking, 224/4 multicast, 240/4 reserved and broadcast
+    IPv6  everything outside 2000::/3 (unspecified, loopback, IPv4-mapped and -compatible,
+          ULA fc00::/7, link-local, site-local, multicast, discard 100::/64, 64:ff9b:1::/48)
+          except NAT64 64:ff9b::/96 of a public IPv4; inside 2000::/3: 2001::/23 protocol
+          assignments (Teredo 2001::/32 is public only if server and client IPv4 both are),
+          2001:db8::/32 and 3fff::/20 documentation, 5f00::/16 SRv6, 2002::/16 6to4 of a
+          non-public IPv4
+    cloud metadata (refused for every source, even SearXNG and under allow_private):
+          169.254.169.254 (AWS, GCP, Azure, OCI, DigitalOcean), 169.254.170.2 (ECS),
+          169.254.0.23 (Tencent), 100.100.100.200 (Alibaba), 168.63.129.16 (Azure
+          WireServer, inside a public range), 192.0.0.192 (OCI), fd00:ec2::254 (AWS IPv6)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterable
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from types import TracebackType
+from typing import Any
+
+import httpcore
+import httpx
+from httpcore._backends.sync import SyncStream
+
+__all__ = ["UpstreamRefused", "Upstream", "is_public", "open_upstream"]
+
+log = logging.getLogger("sift")
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+Resolver = Callable[[str, int], list[str]]
+Connector = Callable[[tuple[str, int], float | None], socket.socket]
+
+_RETRY_REFUSED = 30.0
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+_NOT_PUBLIC_V4 = tuple(
+    ipaddress.IPv4Network(net)
+    for net in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",
+        "192.0.2.0/24",
+        "192.88.99.0/24",
+        "192.168.0.0/16",
+        "198.18.0.0/15",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+    )
+)
+_GLOBAL_V6 = ipaddress.IPv6Network("2000::/3")
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_TEREDO = ipaddress.IPv6Network("2001::/32")
+_SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
+_NOT_PUBLIC_V6 = tuple(
+    ipaddress.IPv6Network(net) for net in ("2001::/23", "2001:db8::/32", "3fff::/20", "5f00::/16")
+)
+_METADATA = frozenset(
+    ipaddress.ip_address(ip)
+    for ip in (
+        "169.254.169.254",
+        "169.254.170.2",
+        "169.254.0.23",
+        "100.100.100.200",
+        "168.63.129.16",
+        "192.0.0.192",
+        "fd00:ec2::254",
+    )
+)
+
+
+class UpstreamRefused(httpx.ConnectError):
+    """The dialer refused to connect: the address or port is outside the pinned set."""
+
+
+def is_public(ip: str | IPAddress) -> bool:
+    """Tell whether an address is a public unicast address a public source may resolve to."""
+    address = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
+    if address in _METADATA:
+        return False
+    if isinstance(address, ipaddress.IPv4Address):
+        return not any(address in net for net in _NOT_PUBLIC_V4)
+    address = ipaddress.IPv6Address(address.packed)  # drop any %scope before comparing
+    if address in _NAT64:
+        return is_public(ipaddress.IPv4Address(address.packed[-4:]))
+    if address not in _GLOBAL_V6:
+        return False
+    if address in _TEREDO:
+        server, client = address.teredo or (address, address)
+        return is_public(server) and is_public(client)
+    if address in _SIX_TO_FOUR:
+        return address.sixtofour is not None and is_public(address.sixtofour)
+    return not any(address in net for net in _NOT_PUBLIC_V6)
+
+
+def _is_metadata(address: IPAddress) -> bool:
+    if isinstance(address, ipaddress.IPv6Address):
+        address = ipaddress.IPv6Address(address.packed)
+    return address in _METADATA
+
+
+def _getaddrinfo(host: str, port: int) -> list[str]:
+    """Resolve a host name to its TCP addresses, in the resolver's order, without repeats."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+class _Pin:
+    """The resolved, checked address set of one host, refreshed on an interval."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        public: bool,
+        resolver: Resolver,
+        clock: Callable[[], float],
+        refresh_interval: float,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self._public = public
+        self._resolver = resolver
+        self._clock = clock
+        self._refresh_interval = refresh_interval
+        self._lock = threading.Lock()
+        self._addresses: tuple[str, ...] = ()
+        self._resolved_at = 0.0
+        self._resolve()
+
+    def addresses(self) -> tuple[str, ...]:
+        """Return the pinned addresses, re-resolving first if due; empty means refused."""
+        with self._lock:
+            wait = self._refresh_interval if self._addresses else _RETRY_REFUSED
+            if self._clock() - self._resolved_at >= min(wait, self._refresh_interval):
+                self._resolve()
+            return self._addresses
+
+    def _resolve(self) -> None:
+        self._resolved_at = self._clock()
+        try:
+            answer = self._resolver(self.host, self.port)
+            parsed = [ipaddress.ip_address(ip) for ip in answer]
+        except (OSError, ValueError, UnicodeError):
+            parsed = []
+        acceptable = bool(parsed) and not any(_is_metadata(ip) for ip in parsed)
+        if self._public:
+            acceptable = acceptable and all(is_public(ip) for ip in parsed)
+        self._addresses = tuple(answer) if acceptable else ()
+
+
+class _PinnedBackend(httpcore.NetworkBackend):
+    """An httpcore network backend that dials only the pinned addresses on the pinned port."""
+
+    def __init__(self, pin: _Pin, connect: Connector) -> None:
+        self._pin = pin
+        self._connect = connect
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        if host.lower() != self._pin.host or port != self._pin.port:
+            raise UpstreamRefused("upstream refused: host or port outside the pinned set")
+        addresses = self._pin.addresses()
+        if not addresses:
+            raise UpstreamRefused("upstream refused: no acceptable address")
+        error: OSError = OSError("no address")
+        for ip in addresses:
+            try:
+                sock = self._connect((ip, port), timeout)
+            except OSError as exc:
+                error = exc
+                continue
+            for option in socket_options or ():
+                sock.setsockopt(*option)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            return SyncStream(sock)
+        if isinstance(error, TimeoutError):
+            raise httpcore.ConnectTimeout(str(error)) from error
+        raise httpcore.ConnectError(str(error)) from error
+
+    def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        raise UpstreamRefused("upstream refused: unix sockets are outside the pinned set")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class _PinnedTransport(httpx.HTTPTransport):
+    """An httpx transport for one origin whose connection pool dials through `_PinnedBackend`."""
+
+    def __init__(
+        self, scheme: str, pin: _Pin, *, ssl_context: ssl.SSLContext | None, connect: Connector
+    ) -> None:
+        # HTTPTransport's only state is its pool; we build that pool ourselves so that it
+        # gets our network backend (HTTPTransport has no parameter for one).
+        self._scheme = scheme
+        self._pin = pin
+        limits = httpx.Limits()
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_PinnedBackend(pin, connect),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        port = url.port or _DEFAULT_PORTS.get(url.scheme)
+        origin = (url.scheme, url.raw_host.decode("ascii").lower(), port)
+        if origin != (self._scheme, self._pin.host, self._pin.port):
+            raise UpstreamRefused(
+                "upstream refused: scheme, host or port outside the pinned set", request=request
+            )
+        if not self._pin.addresses():
+            raise UpstreamRefused("upstream refused: no acceptable address", request=request)
+        return super().handle_request(request)
+
+
+class _NoCookies(DefaultCookiePolicy):
+    """A cookie policy that accepts no cookie, so nothing persists between requests."""
+
+    def set_ok(self, cookie: Any, request: Any) -> bool:
+        return False
+
+    def return_ok(self, cookie: Any, request: Any) -> bool:
+        return False
+
+
+class Upstream:
+    """One source's pinned HTTP client, built from its config URL only."""
+
+    def __init__(self, client: httpx.Client, pin: _Pin) -> None:
+        self.client = client
+        self._pin = pin
+
+    @property
+    def refused(self) -> bool:
+        """True while the latest resolution is not acceptable; re-resolves when due."""
+        return not self._pin.addresses()
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self.client.close()
+
+    def __enter__(self) -> Upstream:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _verified_context(scheme: str, ssl_context: ssl.SSLContext | None) -> ssl.SSLContext | None:
+    if ssl_context is None:
+        # Plain http never starts TLS (the transport refuses any other scheme): skip the CA load.
+        return ssl.create_default_context() if scheme == "https" else None
+    if not ssl_context.check_hostname or ssl_context.verify_mode != ssl.CERT_REQUIRED:
+        raise ValueError("the TLS context must verify certificates and hostnames")
+    return ssl_context
+
+
+def open_upstream(
+    url: str,
+    *,
+    public: bool,
+    timeout: float,
+    allow_private: bool = False,
+    resolver: Resolver | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    refresh_interval: float = 600.0,
+    ssl_context: ssl.SSLContext | None = None,
+    connect: Connector | None = None,
+) -> Upstream:
+    """Open the pinned client for one source URL; a refused resolution is reported, not raised."""
+    parsed = httpx.URL(url)
+    if parsed.scheme not in _DEFAULT_PORTS:
+        raise ValueError("an upstream URL must be http or https")
+    if parsed.userinfo:
+        raise ValueError("an upstream URL must not carry a user name or password")
+    if not parsed.raw_host:
+        raise ValueError("an upstream URL must name a host")
+    if public and allow_private:
+        log.warning(
+            "--allow-private-upstreams is ON: public sources may connect to loopback and "
+            "private addresses. This switch is for tests only; never run a gateway with it."
+        )
+    pin = _Pin(
+        parsed.raw_host.decode("ascii").lower(),
+        parsed.port or _DEFAULT_PORTS[parsed.scheme],
+        public=public and not allow_private,
+        resolver=resolver or _getaddrinfo,
+        clock=clock,
+        refresh_interval=refresh_interval,
+    )
+    transport = _PinnedTransport(
+        parsed.scheme,
+        pin,
+        ssl_context=_verified_context(parsed.scheme, ssl_context),
+        connect=connect or socket.create_connection,
+    )
+    client = httpx.Client(
+        transport=transport,
+        trust_env=False,
+        cookies=CookieJar(policy=_NoCookies()),
+        follow_redirects=True,
+        max_redirects=1,
+        timeout=timeout,
+    )
+    return Upstream(client, pin)
