@@ -1,0 +1,402 @@
+"""The store: the search-result cache and the daily credit ledger of paid sources (search.md §6).
+
+The pipeline sees only the `Store` protocol; `SQLiteStore` is the embedded default, one file
+(`server.db`, WAL) shared by every command and every sift process on the host:
+
+    store = open_store(config.db)
+    key = cache_key(query=q, sources=["searxng", "tavily"], k=8, merge="rrf",
+                    hour_bucket=hour_bucket(now), caller_class=caller_class(caller, restricted=()))
+    hits = store.cache_get(key, now=now)                   # None on a miss
+    if store.reserve("tavily", day=utc_day(now), cap=500):  # before the call
+        ...
+        store.settle("tavily", day=utc_day(now), reserved=1, actual=credits)
+
+Decisions:
+
+- Key: sha256 over a JSON array of the parts, so no query text can forge another key's parts.
+  The caller class is one of those parts: fleet callers share `fleet`; each restricted caller
+  has its own partition `restricted:<name>`, so restricted callers cannot observe each other
+  either ("no other caller may observe the work").
+- Value: a JSON list of {url, title, snippet, score, source}; nothing else is ever written.
+- Expiry: a row expires at `now + ttl`, but never after the end of its UTC hour: the key holds
+  the hour bucket, so nobody can hit it later, and the file stays bounded by one hour of
+  searches. Expired rows are never served; `sweep()` deletes them, and so does every 256th
+  `cache_put`.
+- Threads: one connection per store behind a lock. The server runs a thread per request, so a
+  connection per thread would be opened and torn down on every request; a lookup takes tens
+  of microseconds, so serialising them is cheap (tests/bench/bench_store.py measures it).
+- Processes: a reservation is one guarded upsert, atomic inside SQLite, so threads and
+  processes sharing the file never pass the cap. The busy timeout is 1 s; a lock held longer
+  is a fault for that operation only. `settle` records the actual credits even past the cap
+  (they are spent); `release` gives an unused reservation back.
+- Faults never fail a search. A corrupt, read-only or unopenable file, or one written by a
+  newer sift, disables the file for the life of the process: `problem` says so, cache
+  operations raise `StoreError`, and the file is left exactly as it was (a corrupt file is
+  logged with its path and never replaced; move it aside to start afresh). A locked file is a
+  fault of that one operation. A file with no write permission bit counts as read-only even
+  for root, as its owner intended.
+- Cap accounting never raises: without the file, credits go to an in-memory ledger per
+  (source, day), which starts from the last total this process read from the file, so the
+  cap still holds within the process. Credits settled while the file is back are written to
+  it; credits settled during a fault count only in this process.
+- Schema: `PRAGMA user_version`; `_MIGRATIONS[n]` takes version n to n + 1 inside one
+  `BEGIN IMMEDIATE`, so two processes starting together migrate once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from siftlib.errors import SiftError
+from siftlib.hits import Hit
+
+log = logging.getLogger("sift")
+
+T = TypeVar("T")
+
+BUSY_TIMEOUT = 1.0
+SWEEP_EVERY = 256
+_FIELDS = ("url", "title", "snippet", "score", "source")
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 0 → 1
+        "CREATE TABLE search (key TEXT PRIMARY KEY, expires REAL NOT NULL, hits TEXT NOT NULL)",
+        "CREATE INDEX search_expires ON search (expires)",
+        "CREATE TABLE credits (day TEXT NOT NULL, source TEXT NOT NULL,"
+        " used INTEGER NOT NULL, PRIMARY KEY (day, source)) WITHOUT ROWID",
+    ),
+)
+
+_RESERVE = """
+INSERT INTO credits (day, source, used) VALUES (?, ?, ?)
+ON CONFLICT (day, source) DO UPDATE SET used = used + excluded.used
+WHERE used + excluded.used <= ?
+RETURNING used
+"""
+_ADD = """
+INSERT INTO credits (day, source, used) VALUES (?, ?, max(?, 0))
+ON CONFLICT (day, source) DO UPDATE SET used = max(used + ?, 0)
+RETURNING used
+"""
+
+
+class StoreError(SiftError):
+    """A store read or write failed."""
+
+
+class Store(Protocol):
+    """What the pipeline needs from a store; a shared backend (Redis/Valkey) could implement it."""
+
+    def cache_get(self, key: str, *, now: float) -> list[Hit] | None: ...
+    def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None: ...
+    def sweep(self, *, now: float) -> int: ...
+    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> bool: ...
+    def settle(self, source: str, *, day: str, reserved: int, actual: int) -> None: ...
+    def release(self, source: str, *, day: str, reserved: int) -> None: ...
+    def daily_credits(self, *, day: str) -> dict[str, int]: ...
+    @property
+    def problem(self) -> str | None: ...
+    def close(self) -> None: ...
+
+
+def normalise_query(query: str) -> str:
+    """Return the query as the cache key sees it: trimmed, whitespace collapsed, lowercased."""
+    return " ".join(query.split()).lower()
+
+
+def cache_key(
+    *, query: str, sources: Sequence[str], k: int, merge: str, hour_bucket: str, caller_class: str
+) -> str:
+    """Return the cache key: sha256 over the normalised query and every part shaping the answer."""
+    parts = [normalise_query(query), sorted(sources), k, merge, hour_bucket, caller_class]
+    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+
+
+def caller_class(caller: str, *, restricted: Collection[str]) -> str:
+    """Return the cache partition of a caller: `fleet`, or its own `restricted:<name>`."""
+    return f"restricted:{caller}" if caller in restricted else "fleet"
+
+
+def hour_bucket(now: float) -> str:
+    """Return the UTC hour of a timestamp as `YYYY-MM-DDTHH`."""
+    return time.strftime("%Y-%m-%dT%H", time.gmtime(now))
+
+
+def utc_day(now: float) -> str:
+    """Return the UTC calendar day of a timestamp as `YYYY-MM-DD`."""
+    return time.strftime("%Y-%m-%d", time.gmtime(now))
+
+
+class SQLiteStore:
+    """The embedded store: one SQLite file shared by every sift process on the host."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection | None, problem: str | None) -> None:
+        self.path = path
+        self._conn = conn
+        self._problem = problem
+        self._ready = False
+        self._lock = threading.RLock()
+        self._puts = 0
+        # The in-memory ledger: the last total read from the file, plus what the file has not
+        # seen (signed), plus reservations made in memory and not yet settled.
+        self._seen: dict[tuple[str, str], int] = defaultdict(int)
+        self._unsynced: dict[tuple[str, str], int] = defaultdict(int)
+        self._held: dict[tuple[str, str], int] = defaultdict(int)
+
+    @property
+    def problem(self) -> str | None:
+        """A one-sentence description of the current fault, else None."""
+        return self._problem
+
+    def cache_get(self, key: str, *, now: float) -> list[Hit] | None:
+        """Return the cached hits under `key`, or None when there are none or they expired."""
+        row = self._run(
+            lambda db: db.execute(
+                "SELECT hits FROM search WHERE key = ? AND expires > ?", (key, now)
+            ).fetchone()
+        )
+        return None if row is None else _decode(row[0])
+
+    def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None:
+        """Store hits under `key` until `now + ttl`, at the latest the end of the UTC hour."""
+        value = json.dumps(
+            [{name: getattr(hit, name) for name in _FIELDS} for hit in hits],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        expires = min(now + ttl, (now // 3600 + 1) * 3600)
+
+        def put(db: sqlite3.Connection) -> None:
+            db.execute(
+                "INSERT OR REPLACE INTO search (key, expires, hits) VALUES (?, ?, ?)",
+                (key, expires, value),
+            )
+            self._puts += 1
+            if self._puts % SWEEP_EVERY == 0:
+                db.execute("DELETE FROM search WHERE expires <= ?", (now,))
+
+        self._run(put)
+
+    def sweep(self, *, now: float) -> int:
+        """Delete expired rows and return how many went; a fault deletes nothing (never raises)."""
+        try:
+            return self._run(
+                lambda db: db.execute("DELETE FROM search WHERE expires <= ?", (now,)).rowcount
+            )
+        except StoreError:
+            return 0
+
+    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> bool:
+        """Reserve credits of a paid source before calling it; False at the cap. Never raises."""
+        if cap == 0:
+            return True
+        if credits > cap:
+            return False
+        slot = (source, day)
+        with self._lock:
+            try:
+                granted, used = self._run(lambda db: _reserve(db, slot, cap=cap, credits=credits))
+            except StoreError:
+                if self._total(slot) + credits > cap:
+                    return False
+                self._unsynced[slot] += credits
+                self._held[slot] += credits
+                return True
+            self._seen[slot] = used
+            return granted
+
+    def settle(self, source: str, *, day: str, reserved: int, actual: int) -> None:
+        """Replace a reservation by the credits the call actually cost. Never raises."""
+        self._adjust((source, day), reserved=reserved, actual=actual)
+
+    def release(self, source: str, *, day: str, reserved: int) -> None:
+        """Give back a reservation whose call never went out. Never raises."""
+        self._adjust((source, day), reserved=reserved, actual=0)
+
+    def daily_credits(self, *, day: str) -> dict[str, int]:
+        """Return the credits spent (or reserved) per source on a UTC day. Never raises."""
+        with self._lock:
+            try:
+                rows = self._run(
+                    lambda db: db.execute(
+                        "SELECT source, used FROM credits WHERE day = ?", (day,)
+                    ).fetchall()
+                )
+            except StoreError:
+                rows = []
+            for source, used in rows:
+                self._seen[(source, day)] = used
+            names = {s for s, d in (*self._seen, *self._unsynced) if d == day}
+            return {name: self._total((name, day)) for name in sorted(names)}
+
+    def close(self) -> None:
+        """Close the database file; later cache operations raise StoreError."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+                self._problem = self._problem or "the store is closed"
+
+    def _total(self, slot: tuple[str, str]) -> int:
+        return self._seen[slot] + self._unsynced[slot]
+
+    def _adjust(self, slot: tuple[str, str], *, reserved: int, actual: int) -> None:
+        source, day = slot
+        with self._lock:
+            # A reservation made in memory is unknown to the file: the file gets the whole
+            # actual spend; one made in the file gets the difference.
+            from_memory = 0 < reserved <= self._held[slot]
+            if from_memory:
+                self._held[slot] -= reserved
+            delta = actual if from_memory else actual - reserved
+            try:
+                row = self._run(lambda db: db.execute(_ADD, (day, source, delta, delta)).fetchone())
+            except StoreError:
+                self._unsynced[slot] += actual - reserved
+                return
+            self._seen[slot] = row[0]
+            if from_memory:
+                self._unsynced[slot] -= reserved
+
+    def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run one database operation under the lock; turn a failure into StoreError."""
+        with self._lock:
+            if self._conn is None:
+                raise StoreError(self._problem or "the store is closed")
+            try:
+                if not self._ready:
+                    _prepare(self._conn)
+                    self._ready = True
+                result = operation(self._conn)
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                raise self._fault(exc) from None
+            except _NewerSchema as exc:
+                raise self._fault(exc) from None
+            self._problem = None
+            return result
+
+    def _fault(self, exc: Exception) -> StoreError:
+        """Record a fault; a lasting one closes the file so nothing touches it again."""
+        problem, lasting = _describe(exc)
+        self._problem = problem
+        if lasting and self._conn is not None:
+            self._conn.close()
+            self._conn = None
+            log.warning(
+                "store: %s (%s); it is left untouched and searches are served uncached",
+                problem,
+                self.path,
+            )
+        return StoreError(problem)
+
+
+class _NewerSchema(Exception):
+    """The database file was written by a newer sift."""
+
+
+def open_store(path: Path) -> SQLiteStore:
+    """Open (creating it and its schema if needed) the store file; never raises."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not path.stat().st_mode & 0o222:
+            return _faulted(path, "the database file is read-only")
+        conn = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        )
+    except (OSError, sqlite3.Error):
+        return _faulted(path, "the database file cannot be opened")
+    store = SQLiteStore(path, conn, None)
+    # Migrate and probe now, so a broken file is reported at start; a lock only delays this.
+    with contextlib.suppress(StoreError):
+        store._run(lambda db: None)
+    return store
+
+
+def _faulted(path: Path, problem: str) -> SQLiteStore:
+    log.warning("store: %s (%s); searches are served uncached", problem, path)
+    return SQLiteStore(path, None, problem)
+
+
+def _prepare(db: sqlite3.Connection) -> None:
+    """Switch to WAL, migrate the schema to the current version and prove the file writable."""
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute("PRAGMA synchronous = NORMAL")
+    if db.execute("PRAGMA user_version").fetchone()[0] != len(_MIGRATIONS):
+        _migrate(db)
+    # A file opened read-only accepts reads and even BEGIN; only a write tells.
+    db.execute("DELETE FROM search WHERE 0")
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Apply the missing migrations in one transaction (another process may have just run them)."""
+    db.execute("BEGIN IMMEDIATE")
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(_MIGRATIONS):
+        db.execute("ROLLBACK")
+        raise _NewerSchema(f"the database file was written by a newer sift (schema {version})")
+    for statements in _MIGRATIONS[version:]:
+        for statement in statements:
+            db.execute(statement)
+    db.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
+    db.execute("COMMIT")
+
+
+def _describe(exc: Exception) -> tuple[str, bool]:
+    """Return a one-sentence description of a failure and whether it lasts."""
+    if isinstance(exc, _NewerSchema):
+        return str(exc), True
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return "the database file is corrupt", True
+    if code == sqlite3.SQLITE_READONLY:
+        return "the database file is read-only", True
+    if code == sqlite3.SQLITE_CANTOPEN:
+        return "the database file cannot be opened", True
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return "the database is locked", False
+    if code == sqlite3.SQLITE_FULL:
+        return "the disk is full", False
+    return f"the database failed ({getattr(exc, 'sqlite_errorname', type(exc).__name__)})", False
+
+
+def _reserve(
+    db: sqlite3.Connection, slot: tuple[str, str], *, cap: int, credits: int
+) -> tuple[bool, int]:
+    """Add credits to a day's total unless that passes the cap; return (granted, total)."""
+    source, day = slot
+    row = db.execute(_RESERVE, (day, source, credits, cap)).fetchone()
+    if row is not None:
+        return True, int(row[0])
+    row = db.execute(
+        "SELECT used FROM credits WHERE day = ? AND source = ?", (day, source)
+    ).fetchone()
+    return False, int(row[0])
+
+
+def _decode(value: str) -> list[Hit]:
+    """Turn a cached value back into hits; anything else is a fault, never a wrong answer."""
+    try:
+        items = json.loads(value)
+        hits = [Hit(**{name: item[name] for name in _FIELDS}) for item in items]
+    except (ValueError, TypeError, KeyError) as exc:
+        raise StoreError("a cached entry is unreadable") from exc
+    for hit in hits:
+        texts = (hit.url, hit.title, hit.snippet, hit.source)
+        score_ok = isinstance(hit.score, int | float) and not isinstance(hit.score, bool)
+        if not (score_ok and all(isinstance(text, str) for text in texts)):
+            raise StoreError("a cached entry is unreadable")
+    return hits
