@@ -1,0 +1,71 @@
+"""Client mode of `sift search`: one `POST {url}/v1/search` to a sift server.
+
+    envelope = search_remote("http://127.0.0.1:8787", token, "sqlite wal", k=5, timeout=10.0)
+
+Each way a call can fail becomes one library error, which the CLI maps to an exit code:
+401/403 `AuthError` (3); connection refused, timeout, or an answer that is not sift's —
+including a 5xx or a 404 — `UnreachableError` (5), so an agent falls back to its own web
+search; 400/413 `QueryError` (2); 422 `NoResultsError` (1). Error sentences name the server
+URL but never the token. Proxies and netrc from the environment are ignored: the server is
+named explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from siftlib.errors import AuthError, NoResultsError, QueryError, UnreachableError
+
+
+def search_remote(
+    url: str, token: str | None, query: str, *, k: int | None, timeout: float
+) -> dict[str, Any]:
+    """Search through a sift server and return its native envelope (search.md §3.1)."""
+    import httpx
+
+    body: dict[str, object] = {"query": query}
+    if k is not None:
+        body["k"] = k
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    endpoint = f"{url.rstrip('/')}/v1/search"
+    try:
+        with httpx.Client(trust_env=False, timeout=timeout) as client:
+            response = client.post(endpoint, json=body, headers=headers)
+    except httpx.TimeoutException:
+        raise UnreachableError(
+            f"the sift server at {url} did not answer in {timeout:g} s"
+        ) from None
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise UnreachableError(
+            f"the sift server at {url} is unreachable ({type(exc).__name__})"
+        ) from None
+
+    status = response.status_code
+    if status in (401, 403):
+        hint = "set SIFT_TOKEN or token in client.toml" if not token else "check the token"
+        raise AuthError(f"the sift server at {url} refused the request ({status}): {hint}")
+    if status in (400, 413):
+        raise QueryError(_reason(response, "invalid query"))
+    if status == 422:
+        raise NoResultsError(_reason(response, "no search results"))
+    if status != 200:
+        raise UnreachableError(f"the sift server at {url} answered {status}")
+    try:
+        envelope = response.json()
+    except ValueError:
+        envelope = None
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("results"), list):
+        raise UnreachableError(f"{url} did not answer like a sift server")
+    return envelope
+
+
+def _reason(response: Any, fallback: str) -> str:
+    """Return the server's error sentence: `error`, plus `details` when it has them."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return fallback
+    if not isinstance(payload, dict) or not isinstance(payload.get("error"), str):
+        return fallback
+    details = payload.get("details")
+    return f"{payload['error']}: {details}" if isinstance(details, str) else payload["error"]

@@ -1,0 +1,105 @@
+"""`sift serve`: run the HTTP gateway until SIGTERM or Ctrl-C, then drain and close the store.
+
+sift serve                       # listen on [server] listen (127.0.0.1:8787)
+sift serve --listen 0.0.0.0:8787 # needs at least one SIFT_TOKEN_<NAME> in secret.env
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+# The margin past the per-source timeout: fan-out, merge, cache write and the answer itself.
+DEADLINE_MARGIN = 2.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of `sift serve`."""
+    parser.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="address to listen on (default: [server] listen, 127.0.0.1:8787)",
+    )
+    parser.add_argument(
+        "--allow-private-upstreams",
+        action="store_true",
+        help="TEST ONLY: let Brave and Tavily point at loopback or private addresses",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM/SIGINT; exit 0 after in-flight requests have finished."""
+    from siftlib.config import load_config, load_secrets
+    from siftlib.errors import ConfigError
+    from siftlib.metrics import Metrics
+    from siftlib.pipeline import Searcher
+    from siftlib.server import GatewayServer, check_open_mode, split_listen
+    from siftlib.store import open_store
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    try:
+        config = load_config(args.config)
+        secrets = load_secrets(config.secret_env)
+        host, port = split_listen(args.listen or config.listen)
+        callers = secrets.callers()
+        check_open_mode(host, callers, secret_env=str(config.secret_env))
+    except ConfigError as exc:
+        print(f"sift serve: {exc}", file=sys.stderr)
+        return 2
+    if args.allow_private_upstreams:
+        logging.getLogger("sift").warning(
+            "--allow-private-upstreams: public sources may reach private addresses (tests only)"
+        )
+
+    store = open_store(config.db)
+    searcher = Searcher(
+        config,
+        secrets,
+        store=store,
+        metrics=Metrics(),
+        allow_private_upstreams=args.allow_private_upstreams,
+    )
+    try:
+        server = GatewayServer(
+            (host, port),
+            searcher,
+            callers=callers,
+            restricted=config.permit_restricted,
+            default_k=config.k,
+            deadline=config.timeout + DEADLINE_MARGIN,
+        )
+    except OSError as exc:
+        searcher.close()
+        store.close()
+        print(f"sift serve: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
+        return 1
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        # shutdown() waits for serve_forever to return, which runs on this very thread.
+        threading.Thread(target=server.shutdown, name="sift-stop").start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    mode = "open mode, loopback only" if server.open_mode else f"{len(callers)} caller(s)"
+    print(
+        f"sift serve: listening on {server.server_name}:{server.server_port} ({mode})",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        server.serve_forever()
+    finally:
+        finished = server.drain(timeout=server.deadline + server.socket_timeout)
+        server.server_close()
+        searcher.close()
+        store.close()
+    print(
+        "sift serve: stopped" if finished else "sift serve: stopped with requests unfinished",
+        file=sys.stderr,
+        flush=True,
+    )
+    return 0

@@ -1,0 +1,506 @@
+"""The HTTP gateway: native `/v1/search`, Firecrawl-compatible `/v2/search`, health, metrics.
+
+    server = GatewayServer(("127.0.0.1", 8787), searcher, callers={"ops": "t0k3n"}, default_k=8)
+    server.serve_forever()          # SIGTERM → server.shutdown(); then server.drain(); close
+
+Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (search.md §3):
+- the listen backlog is 128, not 5; responses are buffered and flushed in one write, with
+  `TCP_NODELAY` set, so keep-alive answers never wait for the client's delayed ACK;
+- every connection has a socket timeout, so a client that stalls mid-request loses its thread
+  after `socket_timeout` seconds; open connections are bounded (`max_connections`, a canned
+  503 past it) so idle clients cannot pile up threads;
+- `Content-Length` must appear exactly once, as plain digits: anything else is a 400, a
+  larger body than 64 KiB a 413, and a body shorter than declared a 400, never searched;
+- searches run on a bounded pool (`max_searches`): a request waits at most `queue_wait` for a
+  slot, else 503; the handler waits at most `deadline` for its search, else 503 (the search
+  keeps its slot until the pipeline's own deadline ends it, so the bound stays honest);
+- never a 502 (the Firecrawl SDK retries only on 502, tripling upstream spend): statuses are
+  400, 401, 404, 405, 413, 422, 503, and 500 with a fixed body for anything unexpected.
+
+Decisions the spec leaves open:
+- Route before auth: an unknown path is a 404 and a wrong method a 405 (with `Allow`) even
+  without a token; everything else but `/healthz` needs one. Tokens are compared with
+  `hmac.compare_digest` against every caller's token, without stopping at the first match.
+- Error bodies: `{"error": "invalid query" | "no search results" | …, "details": "<why>"}`
+  (`"success": false` added on `/v2/search`); `details` is what Firecrawl itself uses.
+- Unknown fields are ignored on both search routes; `/v2/search` `limit` null means absent.
+- A connection whose request body was not read (refused before reading) is closed after the
+  answer, so leftover bytes are never parsed as a next request.
+- SIGTERM: the serve loop stops accepting, `drain()` waits for in-flight requests (answers
+  given while draining carry `Connection: close`), then the store is closed.
+- Access lines go to the `sift.http` logger at DEBUG through one redacting `log_message`
+  (only status codes, methods and known route names survive); the INFO line per search is
+  the pipeline's. An internal error is logged by exception type only: its text may carry an
+  upstream's words, which restricted callers must not leak.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import re
+import socket
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, suppress
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+from siftlib import __version__
+from siftlib.errors import ConfigError, NoResultsError, QueryError
+
+if TYPE_CHECKING:
+    from siftlib.pipeline import Searcher, SearchRequest, SearchResponse
+
+log = logging.getLogger("sift.http")
+
+MAX_REQUEST_BYTES = 64 * 1024
+FIRECRAWL_DEFAULT_LIMIT = 5
+FIRECRAWL_MAX_LIMIT = 20
+_ROUTES = {
+    "/v1/search": ("POST",),
+    "/v2/search": ("POST",),
+    "/healthz": ("GET",),
+    "/metrics": ("GET",),
+}
+_LOGGABLE = frozenset(_ROUTES) | {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
+_DIGITS = re.compile(r"[0-9]+")
+_BUSY_BODY = b'{"error": "server busy, retry"}\n'
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
+)
+
+
+class Rejected(Exception):
+    """A request the gateway answers with an error status."""
+
+    def __init__(self, status: HTTPStatus, error: str, details: str | None = None) -> None:
+        super().__init__(error)
+        self.status, self.error, self.details = status, error, details
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    """Return host and port of a `HOST:PORT` (or `[v6]:PORT`) listen address, or raise."""
+    host, sep, port = listen.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not _DIGITS.fullmatch(port) or int(port) > 65535:
+        raise ConfigError(f"listen address {listen!r} is not HOST:PORT (e.g. 127.0.0.1:8787)")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Say whether a listen host is a loopback address (or `localhost`)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_open_mode(host: str, callers: Mapping[str, str], *, secret_env: str) -> None:
+    """Refuse to listen beyond loopback when no caller token exists (the gateway would be open)."""
+    if not callers and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {host} without caller tokens: add a "
+            f"SIFT_TOKEN_<NAME>=<token> line to {secret_env}, or listen on 127.0.0.1"
+        )
+
+
+class GatewayServer(ThreadingHTTPServer):
+    """The threaded gateway: owns the searcher, the callers and every concurrency bound."""
+
+    daemon_threads = True
+    request_queue_size = 128
+    allow_reuse_address = True
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        searcher: Searcher,
+        *,
+        callers: Mapping[str, str],
+        restricted: Collection[str] = (),
+        default_k: int = 8,
+        deadline: float = 10.0,
+        socket_timeout: float = 10.0,
+        max_searches: int = 32,
+        queue_wait: float = 1.0,
+        max_connections: int = 256,
+    ) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        self.searcher = searcher
+        self.callers = [(name, token.encode()) for name, token in sorted(callers.items())]
+        self.restricted = frozenset(restricted)
+        self.default_k = default_k
+        self.deadline = deadline
+        self.socket_timeout = socket_timeout
+        self.queue_wait = queue_wait
+        self.max_connections = max_connections
+        self.draining = threading.Event()
+        self._slots = threading.BoundedSemaphore(max_searches)
+        self._pool = ThreadPoolExecutor(max_workers=max_searches, thread_name_prefix="sift-req")
+        self._state = threading.Condition()
+        self._connections = 0
+        self._in_flight = 0
+        super().__init__(address, Handler)
+
+    def server_bind(self) -> None:
+        """Bind without HTTPServer's reverse DNS lookup of our own address (it can stall)."""
+        import socketserver
+
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.socket.getsockname()[:2]
+        self.server_name, self.server_port = str(host), int(port)
+
+    @property
+    def open_mode(self) -> bool:
+        """True when no caller token exists: every request is caller `local`."""
+        return not self.callers
+
+    def authenticate(self, header: str | None) -> str | None:
+        """Return the caller a bearer token belongs to, or None."""
+        if self.open_mode:
+            return "local"
+        scheme, _, token = (header or "").partition(" ")
+        given = token.strip().encode("utf-8", "surrogateescape")
+        found = None
+        for name, expected in self.callers:
+            # Compare against every token so timing tells nothing about which one is close.
+            if hmac.compare_digest(given, expected) and scheme.lower() == "bearer" and given:
+                found = name
+        return found
+
+    def run_search(self, request: SearchRequest, started: float) -> SearchResponse:
+        """Run one search on the bounded pool; 503 when full or past the deadline."""
+        if not self._slots.acquire(timeout=self.queue_wait):
+            self.searcher.metrics.inc("http_shed", reason="busy")
+            raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "server busy, retry")
+        try:
+            future = self._pool.submit(self.searcher.search, request)
+        except BaseException:
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda _: self._slots.release())
+        try:
+            return future.result(timeout=max(0.0, started + self.deadline - time.monotonic()))
+        except TimeoutError:
+            if future.done():
+                raise  # the search itself raised TimeoutError: an internal error
+            self.searcher.metrics.inc("http_shed", reason="deadline")
+            raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded") from None
+
+    @contextmanager
+    def in_flight(self) -> Iterator[None]:
+        """Count one request being answered, for `drain`."""
+        with self._state:
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._state:
+                self._in_flight -= 1
+                self._state.notify_all()
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until no request is in flight (call after `shutdown`); False on timeout."""
+        self.draining.set()
+        with self._state:
+            return self._state.wait_for(lambda: self._in_flight == 0, timeout=timeout)
+
+    def server_close(self) -> None:
+        """Close the listening socket and the search pool."""
+        super().server_close()
+        self._pool.shutdown(wait=True)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """Start a handler thread, or shed the connection with a canned 503 past the bound."""
+        with self._state:
+            shed = self._connections >= self.max_connections
+            if not shed:
+                self._connections += 1
+        if not shed:
+            try:
+                super().process_request(request, client_address)
+            except BaseException:
+                self._connection_done()
+                raise
+            return
+        self.searcher.metrics.inc("http_shed", reason="connections")
+        try:
+            request.settimeout(1.0)
+            request.sendall(_BUSY)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        """Handle one connection, then free its place under `max_connections`."""
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connection_done()
+
+    def _connection_done(self) -> None:
+        with self._state:
+            self._connections -= 1
+
+
+class Handler(BaseHTTPRequestHandler):
+    """One connection: route, authenticate, read the body, search, answer in one write."""
+
+    server: GatewayServer
+    protocol_version = "HTTP/1.1"
+    server_version = f"sift/{__version__}"
+    sys_version = ""
+    disable_nagle_algorithm = True
+    wbufsize = 64 * 1024  # headers and body leave in one write, flushed per request
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.socket_timeout)
+
+    def do_GET(self) -> None:
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:
+        self._dispatch("POST")
+
+    def do_PUT(self) -> None:
+        self._dispatch("PUT")
+
+    def do_DELETE(self) -> None:
+        self._dispatch("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._dispatch("PATCH")
+
+    def do_HEAD(self) -> None:
+        self._dispatch("HEAD")
+
+    def do_OPTIONS(self) -> None:
+        self._dispatch("OPTIONS")
+
+    @property
+    def route(self) -> str:
+        """The request's path without its query string."""
+        return getattr(self, "path", "").split("?", 1)[0]
+
+    def _dispatch(self, method: str) -> None:
+        started = time.monotonic()
+        self._body_read = False
+        route = self.route
+        with self.server.in_flight():
+            try:
+                allowed = _ROUTES.get(route)
+                if allowed is None:
+                    raise Rejected(HTTPStatus.NOT_FOUND, "not found")
+                if method not in allowed:
+                    raise Rejected(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
+                if route == "/healthz":
+                    self._send_json(HTTPStatus.OK, self._health())
+                    return
+                caller = self.server.authenticate(self.headers.get("Authorization"))
+                if caller is None:
+                    raise Rejected(HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token")
+                if route == "/metrics":
+                    self._send_json(HTTPStatus.OK, self.server.searcher.metrics_snapshot())
+                elif route == "/v1/search":
+                    self._send_json(HTTPStatus.OK, self._native(caller, started))
+                else:
+                    self._send_json(HTTPStatus.OK, self._firecrawl(caller, started))
+            except Rejected as exc:
+                self._reject(exc)
+            except QueryError as exc:
+                self._reject(Rejected(HTTPStatus.BAD_REQUEST, "invalid query", _why(exc)))
+            except NoResultsError as exc:
+                self._reject(
+                    Rejected(HTTPStatus.UNPROCESSABLE_ENTITY, "no search results", _why(exc))
+                )
+            except Exception as exc:  # never a traceback body, never a 502
+                log.error("internal error on %s: %s", route, type(exc).__name__)
+                self._reject(Rejected(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error"))
+
+    def _health(self) -> dict[str, object]:
+        degraded = self.server.searcher.degraded()
+        return {
+            "status": "degraded" if degraded else "ok",
+            "degraded": degraded,
+            "version": __version__,
+        }
+
+    def _native(self, caller: str, started: float) -> dict[str, object]:
+        """Serve `POST /v1/search`: the native envelope."""
+        from siftlib.pipeline import SearchRequest
+
+        body = self._read_json()
+        k = body.get("k")
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50):
+            raise Rejected(
+                HTTPStatus.BAD_REQUEST, "invalid query", "k must be an integer from 1 to 50"
+            )
+        for name in ("rerank", "digest"):
+            if body.get(name) is not None and not isinstance(body[name], bool):
+                raise Rejected(
+                    HTTPStatus.BAD_REQUEST, "invalid query", f"{name} must be true or false"
+                )
+        question = body.get("question")
+        if question is not None and not isinstance(question, str):
+            raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "question must be a string")
+        request = SearchRequest(
+            query=_query(body),
+            k=self.server.default_k if k is None else k,
+            rerank=body.get("rerank"),
+            digest=bool(body.get("digest")),
+            caller=caller,
+        )
+        return self.server.run_search(request, started).to_native()
+
+    def _firecrawl(self, caller: str, started: float) -> dict[str, object]:
+        """Serve `POST /v2/search`: Firecrawl's shape, web hits only, never a scrape."""
+        from siftlib.pipeline import SearchRequest
+
+        body = self._read_json()
+        limit = body.get("limit")
+        if limit is None:
+            limit = FIRECRAWL_DEFAULT_LIMIT
+        elif isinstance(limit, bool) or not isinstance(limit, int):
+            raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "limit must be an integer")
+        limit = min(max(limit, 1), FIRECRAWL_MAX_LIMIT)
+        request = SearchRequest(query=_query(body), k=limit, caller=caller)
+        response = self.server.run_search(request, started)
+        web = [
+            {"url": hit.url, "title": hit.title, "description": hit.snippet, "position": i}
+            for i, hit in enumerate(response.results, 1)
+        ]
+        return {"success": True, "data": {"web": web}}
+
+    def _read_json(self) -> dict[str, Any]:
+        """Read the body (exactly `Content-Length` bytes, at most 64 KiB) as a JSON object."""
+        if self.headers.get("Transfer-Encoding") is not None:
+            raise Rejected(
+                HTTPStatus.BAD_REQUEST, "bad request", "send the body with a Content-Length"
+            )
+        declared = self.headers.get_all("Content-Length") or []
+        if len(declared) != 1 or not _DIGITS.fullmatch(declared[0].strip()):
+            raise Rejected(
+                HTTPStatus.BAD_REQUEST,
+                "bad request",
+                "exactly one valid Content-Length is required",
+            )
+        text = declared[0].strip().lstrip("0") or "0"
+        if len(text) > 9 or int(text) > MAX_REQUEST_BYTES:
+            raise Rejected(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large", "the limit is 64 KiB"
+            )
+        length = int(text)
+        try:
+            data = self.rfile.read(length)
+        except OSError:  # the socket timeout: the client stopped sending
+            data = b""
+        if len(data) != length:
+            raise Rejected(
+                HTTPStatus.BAD_REQUEST, "bad request", "the body is shorter than its Content-Length"
+            )
+        self._body_read = True
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError):
+            raise Rejected(
+                HTTPStatus.BAD_REQUEST, "invalid query", "the body is not valid JSON"
+            ) from None
+        if not isinstance(body, dict):
+            raise Rejected(
+                HTTPStatus.BAD_REQUEST, "invalid query", "the body must be a JSON object"
+            )
+        return body
+
+    def _reject(self, exc: Rejected) -> None:
+        payload: dict[str, object] = {"error": exc.error}
+        if exc.details:
+            payload["details"] = exc.details
+        if self.route == "/v2/search":
+            payload = {"success": False, **payload}
+        headers = {}
+        if exc.status == HTTPStatus.UNAUTHORIZED:
+            headers["WWW-Authenticate"] = 'Bearer realm="sift"'
+        if exc.status == HTTPStatus.METHOD_NOT_ALLOWED:
+            headers["Allow"] = ", ".join(_ROUTES[self.route])
+        self._send_json(exc.status, payload, headers=headers)
+
+    def _send_json(
+        self, status: HTTPStatus, payload: object, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        body = json.dumps(payload, ensure_ascii=False).encode() + b"\n"
+        headers_in = getattr(self, "headers", None)
+        has_body = headers_in is not None and (
+            headers_in.get("Content-Length", "0").strip() not in ("", "0")
+            or "Transfer-Encoding" in headers_in
+        )
+        unread = has_body and not getattr(self, "_body_read", False)
+        if unread or self.server.draining.is_set():
+            self.close_connection = True
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if getattr(self, "command", None) != "HEAD":
+            self.wfile.write(body)
+        self.server.searcher.metrics.inc(
+            "http_responses", route=_route_label(self.route), status=str(int(status))
+        )
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """Answer a request the stdlib parser refused, in our JSON shape."""
+        # The stdlib answers unknown methods with 501; for a client that is a wrong method.
+        status = (
+            HTTPStatus.METHOD_NOT_ALLOWED
+            if code == HTTPStatus.NOT_IMPLEMENTED
+            else HTTPStatus(code)
+        )
+        self._body_read = False
+        self.close_connection = True
+        with suppress(OSError):
+            self._send_json(status, {"error": status.phrase.lower()})
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        self.log_message("%s %s %s", getattr(self, "command", "-"), _route_label(self.route), code)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Write one access or error line, keeping only status codes, methods and route names."""
+        safe = tuple(a if isinstance(a, int) or a in _LOGGABLE else "-" for a in args)
+        log.debug(format, *safe)
+
+
+def _route_label(route: str) -> str:
+    return route if route in _ROUTES else "other"
+
+
+def _query(body: Mapping[str, Any]) -> str:
+    query = body.get("query")
+    if not isinstance(query, str):
+        raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "query must be a string")
+    return query
+
+
+def _why(exc: Exception) -> str:
+    """Return an error's sentence without the label the error field already carries."""
+    text = str(exc)
+    for label in ("invalid query: ", "no search results: "):
+        text = text.removeprefix(label)
+    return text
