@@ -5,11 +5,11 @@ The pipeline sees only the `Store` protocol; `SQLiteStore` is the embedded defau
 
     store = open_store(config.db)
     key = cache_key(query=q, sources=["searxng", "tavily"], k=8, merge="rrf",
-                    hour_bucket=hour_bucket(now), caller_class=caller_class(caller, restricted=()))
-    hits = store.cache_get(key, now=now)                   # None on a miss
-    if store.reserve("tavily", day=utc_day(now), cap=500):  # before the call
+                    hour_bucket="2026-11-30T04", caller_class="fleet")
+    hits = store.cache_get(key, now=now)                     # None on a miss
+    if store.reserve("tavily", day="2026-11-30", cap=500):    # before the call
         ...
-        store.settle("tavily", day=utc_day(now), reserved=1, actual=credits)
+        store.settle("tavily", day="2026-11-30", reserved=1, actual=credits)
 
 Decisions:
 
@@ -51,9 +51,8 @@ import json
 import logging
 import sqlite3
 import threading
-import time
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
 
@@ -109,7 +108,7 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-def normalise_query(query: str) -> str:
+def _norm(query: str) -> str:
     """Return the query as the cache key sees it: trimmed, whitespace collapsed, lowercased."""
     return " ".join(query.split()).lower()
 
@@ -118,24 +117,9 @@ def cache_key(
     *, query: str, sources: Sequence[str], k: int, merge: str, hour_bucket: str, caller_class: str
 ) -> str:
     """Return the cache key: sha256 over the normalised query and every part shaping the answer."""
-    parts = [normalise_query(query), sorted(sources), k, merge, hour_bucket, caller_class]
+    parts = [_norm(query), sorted(sources), k, merge, hour_bucket, caller_class]
     encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
-
-
-def caller_class(caller: str, *, restricted: Collection[str]) -> str:
-    """Return the cache partition of a caller: `fleet`, or its own `restricted:<name>`."""
-    return f"restricted:{caller}" if caller in restricted else "fleet"
-
-
-def hour_bucket(now: float) -> str:
-    """Return the UTC hour of a timestamp as `YYYY-MM-DDTHH`."""
-    return time.strftime("%Y-%m-%dT%H", time.gmtime(now))
-
-
-def utc_day(now: float) -> str:
-    """Return the UTC calendar day of a timestamp as `YYYY-MM-DD`."""
-    return time.strftime("%Y-%m-%d", time.gmtime(now))
 
 
 class SQLiteStore:
@@ -332,10 +316,12 @@ def _faulted(path: Path, problem: str) -> SQLiteStore:
 
 
 def _prepare(db: sqlite3.Connection) -> None:
-    """Switch to WAL, migrate the schema to the current version and prove the file writable."""
+    """Check the schema version, switch to WAL, migrate, and prove the file writable."""
+    # The version comes first: a file from a newer sift must not be touched, not even its mode.
+    version = _known_version(db)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute("PRAGMA synchronous = NORMAL")
-    if db.execute("PRAGMA user_version").fetchone()[0] != len(_MIGRATIONS):
+    if version != len(_MIGRATIONS):
         _migrate(db)
     # A file opened read-only accepts reads and even BEGIN; only a write tells.
     db.execute("DELETE FROM search WHERE 0")
@@ -344,15 +330,24 @@ def _prepare(db: sqlite3.Connection) -> None:
 def _migrate(db: sqlite3.Connection) -> None:
     """Apply the missing migrations in one transaction (another process may have just run them)."""
     db.execute("BEGIN IMMEDIATE")
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    try:
+        version = _known_version(db)
+        for statements in _MIGRATIONS[version:]:
+            for statement in statements:
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
+        db.execute("COMMIT")
+    finally:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+
+
+def _known_version(db: sqlite3.Connection) -> int:
+    """Return the file's schema version; raise `_NewerSchema` when this sift cannot read it."""
+    version = int(db.execute("PRAGMA user_version").fetchone()[0])
     if version > len(_MIGRATIONS):
-        db.execute("ROLLBACK")
         raise _NewerSchema(f"the database file was written by a newer sift (schema {version})")
-    for statements in _MIGRATIONS[version:]:
-        for statement in statements:
-            db.execute(statement)
-    db.execute(f"PRAGMA user_version = {len(_MIGRATIONS)}")
-    db.execute("COMMIT")
+    return version
 
 
 def _describe(exc: Exception) -> tuple[str, bool]:

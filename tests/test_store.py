@@ -1,0 +1,481 @@
+"""The SQLite store on its own: cache keys, expiry, partitions, daily caps and faults."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from siftlib import store as store_module
+from siftlib.hits import Hit
+from siftlib.store import SQLiteStore, StoreError, cache_key, open_store
+
+NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
+HITS = [
+    Hit(url="https://a.example/x", title="A", snippet="first", score=0.03, source="searxng"),
+    Hit(url="https://b.example/y", title="B ☃", snippet="", score=0.0, source="tavily"),
+]
+KEY_PARTS: dict[str, object] = {
+    "query": "SQLite WAL mode",
+    "sources": ["searxng", "tavily"],
+    "k": 8,
+    "merge": "rrf",
+    "hour_bucket": "2025-11-30T04",
+    "caller_class": "fleet",
+}
+
+
+def key(**changes: object) -> str:
+    return cache_key(**{**KEY_PARTS, **changes})  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "server.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[SQLiteStore]:
+    opened = open_store(db_path)
+    assert opened.problem is None
+    yield opened
+    opened.close()
+
+
+# --- the key -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"query": "SQLite WAL modes"},
+        {"sources": ["searxng"]},
+        {"sources": ["searxng", "tavily", "brave_llm"]},
+        {"k": 5},
+        {"merge": "concat"},
+        {"merge": "rrf+tavily-prefix"},
+        {"hour_bucket": "2025-11-30T05"},
+        {"hour_bucket": "2025-12-01T04"},
+        {"caller_class": "restricted:alice"},
+    ],
+)
+def test_each_key_part_changing_is_a_miss(store: SQLiteStore, change: dict[str, object]) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert key(**change) != key()
+    assert store.cache_get(key(**change), now=NOW) is None
+    assert store.cache_get(key(), now=NOW) == HITS
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"query": "  sqlite   wal\tMODE \n"},
+        {"query": "sqlite wal mode"},
+        {"sources": ["tavily", "searxng"]},
+        {"sources": ("searxng", "tavily")},
+    ],
+)
+def test_equivalent_key_parts_hit(store: SQLiteStore, change: dict[str, object]) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert key(**change) == key()
+    assert store.cache_get(key(**change), now=NOW) == HITS
+
+
+def test_query_text_cannot_forge_other_key_parts() -> None:
+    # A plain "|"-joined key would let the query swallow the next part.
+    assert key(query="a|searxng", sources=["tavily"]) != key(
+        query="a", sources=["searxng", "tavily"]
+    )
+    assert key(query='a","b') != key(query="a", sources=["b"])
+
+
+# --- the cache -----------------------------------------------------------------------------
+
+
+def test_miss_then_hit_round_trips_every_field(store: SQLiteStore) -> None:
+    assert store.cache_get(key(), now=NOW) is None
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert store.cache_get(key(), now=NOW + 1) == HITS
+
+
+def test_an_empty_answer_is_a_hit_not_a_miss(store: SQLiteStore) -> None:
+    store.cache_put(key(), [], now=NOW, ttl=3600)
+    assert store.cache_get(key(), now=NOW) == []
+
+
+def test_value_holds_only_urls_titles_snippets_scores_and_sources(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    with sqlite3.connect(db_path) as db:
+        (value,) = db.execute("SELECT hits FROM search").fetchone()
+    assert [set(item) for item in json.loads(value)] == [
+        {"url", "title", "snippet", "score", "source"}
+    ] * 2
+
+
+def test_ttl_expiry_with_an_injected_clock(store: SQLiteStore) -> None:
+    store.cache_put(key(), HITS, now=NOW + 60, ttl=600)
+    assert store.cache_get(key(), now=NOW + 659) == HITS
+    assert store.cache_get(key(), now=NOW + 660) is None
+    assert store.cache_get(key(), now=NOW + 5000) is None
+
+
+def test_an_entry_never_outlives_its_hour_bucket(store: SQLiteStore, db_path: Path) -> None:
+    store.cache_put(key(), HITS, now=NOW + 3540, ttl=86400)  # 04:59, a one-day TTL
+    assert store.cache_get(key(), now=NOW + 3599) == HITS
+    assert store.cache_get(key(), now=NOW + 3600) is None  # 05:00: the bucket rolled over
+    assert store.sweep(now=NOW + 3600) == 1
+
+
+def test_a_later_put_replaces_the_entry(store: SQLiteStore) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    store.cache_put(key(), HITS[:1], now=NOW + 10, ttl=3600)
+    assert store.cache_get(key(), now=NOW + 11) == HITS[:1]
+
+
+def test_sweep_deletes_expired_rows_only(store: SQLiteStore, db_path: Path) -> None:
+    store.cache_put(key(k=1), HITS, now=NOW, ttl=60)
+    store.cache_put(key(k=2), HITS, now=NOW, ttl=120)
+    store.cache_put(key(k=3), HITS, now=NOW, ttl=600)
+    assert store.sweep(now=NOW + 120) == 2
+    assert store.sweep(now=NOW + 120) == 0
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT count(*) FROM search").fetchone() == (1,)
+    assert store.cache_get(key(k=3), now=NOW + 120) == HITS
+
+
+def test_puts_sweep_expired_rows_now_and_then(store: SQLiteStore, db_path: Path) -> None:
+    for k in range(store_module.SWEEP_EVERY - 1):
+        store.cache_put(key(k=k), HITS, now=NOW, ttl=60)
+    store.cache_put(key(k=-1), HITS, now=NOW + 61, ttl=60)
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT count(*) FROM search").fetchone() == (1,)
+
+
+def test_restricted_and_fleet_partitions_are_isolated_both_ways(store: SQLiteStore) -> None:
+    fleet, alice, bob = (
+        key(caller_class=c) for c in ("fleet", "restricted:alice", "restricted:bob")
+    )
+    store.cache_put(alice, HITS[:1], now=NOW, ttl=3600)
+    assert store.cache_get(fleet, now=NOW) is None
+    assert store.cache_get(bob, now=NOW) is None
+    store.cache_put(fleet, HITS, now=NOW, ttl=3600)
+    assert store.cache_get(alice, now=NOW) == HITS[:1]
+    assert store.cache_get(bob, now=NOW) is None
+    assert store.cache_get(fleet, now=NOW) == HITS
+
+
+def test_an_unreadable_entry_is_a_store_error_not_a_wrong_answer(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    with sqlite3.connect(db_path) as db:
+        db.execute("""UPDATE search SET hits = '[{"url": 1}]'""")
+    with pytest.raises(StoreError, match="unreadable"):
+        store.cache_get(key(), now=NOW)
+    assert store.problem is None  # one bad row does not disable the file
+
+
+def test_the_cache_survives_a_restart(db_path: Path) -> None:
+    first = open_store(db_path)
+    first.cache_put(key(), HITS, now=NOW, ttl=3600)
+    first.close()
+    second = open_store(db_path)
+    assert second.cache_get(key(), now=NOW + 1) == HITS
+    second.close()
+
+
+# --- the file ------------------------------------------------------------------------------
+
+
+def test_open_creates_parent_dirs_a_wal_file_and_schema_version_1(db_path: Path) -> None:
+    opened = open_store(db_path)
+    assert opened.problem is None
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.execute("PRAGMA user_version").fetchone() == (1,)
+    opened.close()
+
+
+def test_reopening_keeps_the_schema_and_data(db_path: Path) -> None:
+    open_store(db_path).close()
+    with sqlite3.connect(db_path) as db:
+        db.execute("INSERT INTO credits VALUES ('2025-11-30', 'tavily', 7)")
+    reopened = open_store(db_path)
+    assert reopened.problem is None
+    assert reopened.daily_credits(day="2025-11-30") == {"tavily": 7}
+    reopened.close()
+
+
+def test_processes_opening_a_fresh_file_together_migrate_once(db_path: Path) -> None:
+    barrier = threading.Barrier(6)
+    opened: list[SQLiteStore] = []
+
+    def open_it() -> None:
+        barrier.wait()
+        opened.append(open_store(db_path))
+
+    threads = [threading.Thread(target=open_it) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [s.problem for s in opened] == [None] * 6
+    for s in opened:
+        s.close()
+
+
+def test_a_file_from_a_newer_sift_is_left_alone(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True)
+    with sqlite3.connect(db_path) as db:
+        db.execute("CREATE TABLE future (x)")
+        db.execute("PRAGMA user_version = 9")
+    before = db_path.read_bytes()
+    opened = open_store(db_path)
+    assert opened.problem == "the database file was written by a newer sift (schema 9)"
+    with pytest.raises(StoreError, match="newer sift"):
+        opened.cache_put(key(), HITS, now=NOW, ttl=3600)
+    opened.close()
+    assert db_path.read_bytes() == before
+
+
+def test_a_directory_in_place_of_the_file_cannot_be_opened(db_path: Path) -> None:
+    db_path.mkdir(parents=True)
+    opened = open_store(db_path)
+    assert opened.problem == "the database file cannot be opened"
+    with pytest.raises(StoreError):
+        opened.cache_get(key(), now=NOW)
+
+
+def _garbage(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"this is not a database\n" * 400)
+
+
+def _damaged(path: Path) -> None:
+    """A real store file whose schema page is overwritten past the header."""
+    open_store(path).close()
+    data = bytearray(path.read_bytes())
+    data[100:4096] = b"\xa5" * (4096 - 100)
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("damage", [_garbage, _damaged])
+def test_a_corrupt_file_is_reported_and_left_in_place(
+    db_path: Path, damage: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    damage(db_path)  # type: ignore[operator]
+    before = db_path.read_bytes()
+    with caplog.at_level(logging.WARNING, logger="sift"):
+        opened = open_store(db_path)
+    assert opened.problem == "the database file is corrupt"
+    assert str(db_path) in caplog.text and "corrupt" in caplog.text
+    with pytest.raises(StoreError, match="^the database file is corrupt$"):
+        opened.cache_get(key(), now=NOW)
+    with pytest.raises(StoreError, match="corrupt"):
+        opened.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert opened.sweep(now=NOW) == 0
+    opened.close()
+    assert db_path.read_bytes() == before
+
+
+def test_a_read_only_file_is_reported_and_left_in_place(
+    store: SQLiteStore, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    store.close()
+    db_path.chmod(0o444)
+    before = db_path.read_bytes()
+    with caplog.at_level(logging.WARNING, logger="sift"):
+        opened = open_store(db_path)
+    assert opened.problem == "the database file is read-only"
+    assert "read-only" in caplog.text
+    with pytest.raises(StoreError, match="^the database file is read-only$"):
+        opened.cache_get(key(), now=NOW)
+    with pytest.raises(StoreError, match="read-only"):
+        opened.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert opened.reserve("tavily", day="2025-11-30", cap=1)
+    assert not opened.reserve("tavily", day="2025-11-30", cap=1)
+    opened.close()
+    assert db_path.read_bytes() == before
+
+
+def test_a_file_sqlite_opens_read_only_is_found_by_the_write_probe(
+    store: SQLiteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Root ignores permission bits, so stand in for a read-only mount with SQLite's own mode.
+    store.close()
+    real_connect = sqlite3.connect
+
+    def read_only(path: Path, **options: object) -> sqlite3.Connection:
+        return real_connect(f"file:{path}?mode=ro", uri=True, **options)  # type: ignore[call-overload,no-any-return]
+
+    monkeypatch.setattr(store_module.sqlite3, "connect", read_only)
+    opened = open_store(db_path)
+    assert opened.problem == "the database file is read-only"
+
+
+def test_a_locked_file_fails_one_operation_and_recovers(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.05)
+    opened = open_store(db_path)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreError, match="^the database is locked$"):
+        opened.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert opened.problem == "the database is locked"
+    assert opened.cache_get(key(), now=NOW) is None  # WAL readers are not blocked
+    other.execute("COMMIT")
+    opened.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert opened.problem is None
+    assert opened.cache_get(key(), now=NOW) == HITS
+    other.close()
+    opened.close()
+
+
+def test_a_file_locked_at_open_is_migrated_once_the_lock_goes(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.05)
+    db_path.parent.mkdir(parents=True)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    opened = open_store(db_path)
+    assert opened.problem == "the database is locked"
+    other.execute("COMMIT")
+    other.close()
+    opened.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert opened.cache_get(key(), now=NOW) == HITS
+    assert opened.problem is None
+    opened.close()
+
+
+def test_a_closed_store_raises_store_error(store: SQLiteStore) -> None:
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.cache_get(key(), now=NOW)
+
+
+# --- daily caps ----------------------------------------------------------------------------
+
+DAY = "2025-11-30"
+
+
+def test_reserve_up_to_the_cap_then_refuse(store: SQLiteStore) -> None:
+    assert [store.reserve("tavily", day=DAY, cap=3) for _ in range(5)] == [True] * 3 + [False] * 2
+    assert store.daily_credits(day=DAY) == {"tavily": 3}
+
+
+def test_a_reservation_of_several_credits_never_straddles_the_cap(store: SQLiteStore) -> None:
+    assert store.reserve("tavily", day=DAY, cap=5, credits=3)
+    assert not store.reserve("tavily", day=DAY, cap=5, credits=3)
+    assert not store.reserve("tavily", day=DAY, cap=2, credits=3)
+    assert store.reserve("tavily", day=DAY, cap=5, credits=2)
+    assert store.daily_credits(day=DAY) == {"tavily": 5}
+
+
+def test_cap_zero_is_off_and_writes_nothing(store: SQLiteStore) -> None:
+    assert all(store.reserve("brave_llm", day=DAY, cap=0) for _ in range(100))
+    assert store.daily_credits(day=DAY) == {}
+
+
+def test_days_and_sources_have_separate_totals(store: SQLiteStore) -> None:
+    assert store.reserve("tavily", day=DAY, cap=1)
+    assert not store.reserve("tavily", day=DAY, cap=1)
+    assert store.reserve("tavily", day="2025-12-01", cap=1)
+    assert store.reserve("brave_llm", day=DAY, cap=1)
+    assert store.daily_credits(day=DAY) == {"brave_llm": 1, "tavily": 1}
+    assert store.daily_credits(day="2025-12-01") == {"tavily": 1}
+
+
+def test_settle_records_the_actual_credits_even_past_the_cap(store: SQLiteStore) -> None:
+    assert store.reserve("tavily", day=DAY, cap=3)
+    store.settle("tavily", day=DAY, reserved=1, actual=2)
+    assert store.daily_credits(day=DAY) == {"tavily": 2}
+    assert store.reserve("tavily", day=DAY, cap=3)
+    store.settle("tavily", day=DAY, reserved=1, actual=4)
+    assert store.daily_credits(day=DAY) == {"tavily": 6}
+    assert not store.reserve("tavily", day=DAY, cap=3)
+
+
+def test_settle_to_fewer_credits_gives_the_rest_back(store: SQLiteStore) -> None:
+    assert store.reserve("tavily", day=DAY, cap=2, credits=2)
+    store.settle("tavily", day=DAY, reserved=2, actual=1)
+    assert store.daily_credits(day=DAY) == {"tavily": 1}
+    assert store.reserve("tavily", day=DAY, cap=2)
+
+
+def test_release_gives_a_reservation_back(store: SQLiteStore) -> None:
+    assert store.reserve("tavily", day=DAY, cap=1)
+    store.release("tavily", day=DAY, reserved=1)
+    assert store.daily_credits(day=DAY) == {"tavily": 0}
+    assert store.reserve("tavily", day=DAY, cap=1)
+
+
+def test_the_cap_survives_a_restart(db_path: Path) -> None:
+    first = open_store(db_path)
+    assert [first.reserve("tavily", day=DAY, cap=2) for _ in range(2)] == [True, True]
+    first.close()
+    second = open_store(db_path)
+    assert second.daily_credits(day=DAY) == {"tavily": 2}
+    assert not second.reserve("tavily", day=DAY, cap=2)
+    assert second.reserve("tavily", day="2025-12-01", cap=2)
+    second.close()
+
+
+def test_eight_threads_racing_reach_the_cap_exactly(store: SQLiteStore) -> None:
+    cap, barrier = 150, threading.Barrier(8)
+    granted: list[int] = []
+
+    def race() -> None:
+        barrier.wait()
+        granted.append(sum(store.reserve("tavily", day=DAY, cap=cap) for _ in range(40)))
+
+    threads = [threading.Thread(target=race) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(granted) == cap
+    assert store.daily_credits(day=DAY) == {"tavily": cap}
+
+
+def test_a_faulted_store_enforces_the_cap_in_memory(db_path: Path) -> None:
+    _garbage(db_path)
+    opened = open_store(db_path)
+    assert [opened.reserve("tavily", day=DAY, cap=2) for _ in range(3)] == [True, True, False]
+    opened.release("tavily", day=DAY, reserved=1)
+    assert opened.reserve("tavily", day=DAY, cap=2)
+    opened.settle("tavily", day=DAY, reserved=1, actual=3)
+    assert opened.daily_credits(day=DAY) == {"tavily": 4}
+    assert not opened.reserve("tavily", day=DAY, cap=5, credits=2)
+    assert opened.reserve("tavily", day="2025-12-01", cap=2)
+
+
+def test_a_lock_during_reserve_falls_back_to_the_total_last_read(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.05)
+    opened = open_store(db_path)
+    assert opened.reserve("tavily", day=DAY, cap=3, credits=2)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    assert opened.reserve("tavily", day=DAY, cap=3)  # in memory: 2 read + 1
+    assert not opened.reserve("tavily", day=DAY, cap=3)
+    assert opened.daily_credits(day=DAY) == {"tavily": 3}
+    other.execute("COMMIT")
+    other.close()
+    # The memory reservation settles into the file once the lock is gone.
+    opened.settle("tavily", day=DAY, reserved=1, actual=1)
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT used FROM credits").fetchone() == (3,)
+    assert opened.daily_credits(day=DAY) == {"tavily": 3}
+    assert not opened.reserve("tavily", day=DAY, cap=3)
+    opened.close()
