@@ -1,0 +1,161 @@
+"""`sift bakeoff run|score`: run the source configurations on real queries; score the judged run.
+
+Exit codes: 0 success (also when `--max-credits` skipped lines), 2 bad input, config or run
+directory, or scoring refused (no judgments yet, or a blank row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from siftlib.bakeoff.run import Progress
+
+RUN_EXAMPLE = (
+    "example: sift bakeoff run --queries search_queries.txt --targets search_targets.txt "
+    "--out runs/2026-11-30 --max-credits 200"
+)
+SCORE_EXAMPLE = "example: sift bakeoff score runs/2026-11-30"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must not be negative")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare `sift bakeoff run` and `sift bakeoff score`."""
+    parser.epilog = f"{RUN_EXAMPLE}\n{SCORE_EXAMPLE}"
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    actions = parser.add_subparsers(dest="action", required=True, metavar="{run,score}")
+
+    run = actions.add_parser(
+        "run", help="run every query through every configuration", epilog=RUN_EXAMPLE
+    )
+    run.add_argument("--queries", required=True, metavar="FILE", help="one query per line")
+    run.add_argument(
+        "--targets", required=True, metavar="FILE", help="line-aligned: a URL, a domain, or open"
+    )
+    run.add_argument("--out", required=True, metavar="RUN_DIR", help="a new run directory")
+    run.add_argument("--k", type=int, metavar="N", help="hits kept per search (default: search.k)")
+    run.add_argument(
+        "--max-credits",
+        type=_positive,
+        metavar="N",
+        help="hard ceiling on paid calls for the run (Tavily credits + Brave calls)",
+    )
+    run.add_argument(
+        "--allow-private-upstreams",
+        action="store_true",
+        help="TEST ONLY: let Brave and Tavily point at loopback or private addresses",
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="config file (as before the action)",
+    )
+
+    score = actions.add_parser(
+        "score", help="unblind a judged run and write the report", epilog=SCORE_EXAMPLE
+    )
+    score.add_argument("run_dir", metavar="RUN_DIR", help="a run directory with judgments")
+    score.add_argument(
+        "--judgments", metavar="FILE", help="the filled sheet (default: RUN_DIR/judgments.csv)"
+    )
+    score.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="config file (as before the action)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch to `run` or `score`; return the exit code."""
+    from siftlib.errors import SiftError
+
+    try:
+        return _run(args) if args.action == "run" else _score(args)
+    except (SiftError, OSError) as exc:
+        print(f"sift bakeoff {args.action}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    import logging
+
+    from siftlib.bakeoff import BakeoffError
+    from siftlib.bakeoff.run import read_query_set, run_bakeoff
+    from siftlib.config import load_config, load_secrets
+    from siftlib.pipeline import MAX_K, Searcher
+    from siftlib.store import open_store
+
+    logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
+    config = load_config(args.config)
+    k = config.k if args.k is None else args.k
+    if not 1 <= k <= MAX_K:
+        raise BakeoffError(f"--k must be from 1 to {MAX_K}, not {k}")
+    plan = read_query_set(Path(args.queries), Path(args.targets))
+    if args.allow_private_upstreams:
+        print("sift: WARNING: --allow-private-upstreams is for tests only", file=sys.stderr)
+    store = open_store(config.db)
+    searcher = Searcher(
+        config,
+        load_secrets(config.secret_env),
+        store=store,
+        allow_private_upstreams=args.allow_private_upstreams,
+    )
+    try:
+        meta = run_bakeoff(
+            searcher,
+            plan,
+            out=Path(args.out),
+            k=k,
+            max_credits=args.max_credits,
+            progress=_progress_line(),
+        )
+    finally:
+        searcher.close()
+        store.close()
+    for name, info in meta["configs"].items():
+        if not info["ran"]:
+            print(f"sift bakeoff run: {name} not run: {info['reason']}", file=sys.stderr)
+    print(f"wrote {Path(args.out) / 'results.jsonl'}; next: sift blind {args.out}")
+    return 0
+
+
+def _progress_line() -> Progress:
+    tty = sys.stderr.isatty()
+
+    def show(query: int, queries: int, config: int, configs: int) -> None:
+        text = f"query {query}/{queries} · config {config}/{configs}"
+        if tty:
+            end = "\n" if (query, config) == (queries, configs) else ""
+            sys.stderr.write(f"\r{text}{end}")
+        else:
+            sys.stderr.write(f"{text}\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def _score(args: argparse.Namespace) -> int:
+    from siftlib.bakeoff.report import render_markdown, write_reports
+    from siftlib.bakeoff.score import score_run
+
+    board = score_run(
+        Path(args.run_dir), judgments=Path(args.judgments) if args.judgments else None
+    )
+    md, html = write_reports(board)
+    sys.stdout.write(render_markdown(board))
+    print(f"\nwrote {md} and {html}")
+    return 0
