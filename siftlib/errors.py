@@ -26,6 +26,10 @@ class QueryError(SiftError):
 class NoResultsError(SiftError):
     """No source produced results."""
 
+    def __init__(self, message: str, warnings: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.warnings = list(warnings or [])
+
 
 class AuthError(SiftError):
     """The sift server refused the credentials."""

@@ -28,17 +28,18 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import httpx
+
 from siftlib import fusion
 from siftlib.config import SOURCE_ORDER, Config, Secrets
+from siftlib.dial import Upstream, UpstreamRefused, open_upstream
 from siftlib.errors import NoResultsError, QueryError
 from siftlib.hits import Hit
 from siftlib.metrics import Metrics
 from siftlib.sources import SOURCES, BadResponse, Source
+from siftlib.store import StoreError, cache_key
 
 if TYPE_CHECKING:
-    import httpx
-
-    from siftlib.dial import Upstream
     from siftlib.store import Store
 
 log = logging.getLogger("sift")
@@ -129,7 +130,7 @@ def check_k(k: object) -> int:
     return k
 
 
-def utc_hour(now: float) -> str:
+def hour_bucket(now: float) -> str:
     """Return the cache's hour bucket, UTC `YYYY-MM-DDTHH`."""
     return time.strftime("%Y-%m-%dT%H", time.gmtime(now))
 
@@ -137,6 +138,11 @@ def utc_hour(now: float) -> str:
 def utc_day(now: float) -> str:
     """Return the daily cap's day, UTC `YYYY-MM-DD`."""
     return time.strftime("%Y-%m-%d", time.gmtime(now))
+
+
+def caller_class(caller: str, restricted: Sequence[str]) -> str:
+    """Return the cache partition: `fleet`, or a restricted caller's own `restricted:<name>`."""
+    return f"restricted:{caller}" if caller in restricted else "fleet"
 
 
 class Searcher:
@@ -153,8 +159,6 @@ class Searcher:
         allow_private_upstreams: bool = False,
         resolver: Callable[[str, int], list[str]] | None = None,
     ) -> None:
-        from siftlib.dial import open_upstream
-
         self.config = config
         self.store = store
         self.metrics = metrics or Metrics()
@@ -246,19 +250,16 @@ class Searcher:
         warnings: list[str] = ["digest: not supported"] if request.digest else []
 
         planned, reserved = self._plan(request, query, day, warnings)
-        restricted = request.caller in self.config.permit_restricted
         merge = self._merge_mode(rerank, planned)
         key = None
         if request.use_cache and self.store is not None and planned:
-            from siftlib.store import StoreError, cache_key
-
             key = cache_key(
                 query=query,
                 sources=sorted(planned),
                 k=k,
                 merge=merge,
-                hour_bucket=utc_hour(now),
-                caller_class=f"restricted:{request.caller}" if restricted else "fleet",
+                hour_bucket=hour_bucket(now),
+                caller_class=caller_class(request.caller, self.config.permit_restricted),
             )
             try:
                 cached = self.store.cache_get(key, now=now)
@@ -275,7 +276,7 @@ class Searcher:
 
         if not planned:
             self._log(request, query, [], 0, "miss", 0)
-            raise NoResultsError("no search results: no source could be called")
+            raise NoResultsError("no search results: no source could be called", warnings)
 
         outcomes = self._fan_out(planned, query, k, started)
         by_source: dict[str, list[Hit]] = {}
@@ -291,7 +292,7 @@ class Searcher:
         ok = [name for name in planned if name not in failed]
         if not ok:
             self._log(request, query, planned, 0, "miss", 0)
-            raise NoResultsError("no search results: every source failed")
+            raise NoResultsError("no search results: every source failed", warnings)
 
         merge_started = time.monotonic()
         if rerank:
@@ -303,8 +304,6 @@ class Searcher:
         rerank_ms = round((time.monotonic() - merge_started) * 1000) if rerank else 0
 
         if key is not None and not failed:
-            from siftlib.store import StoreError
-
             try:
                 assert self.store is not None
                 self.store.cache_put(key, hits, now=now, ttl=self.config.cache_ttl)
@@ -399,10 +398,6 @@ class Searcher:
 
     def _call(self, name: str, query: str, k: int, deadline: float) -> _Outcome:
         """Make one source's request and map its answer; never raises."""
-        import httpx
-
-        from siftlib.dial import UpstreamRefused
-
         adapter = self._sources[name]
         upstream = self._upstreams[name]
         try:

@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from pytest_httpserver import HTTPServer
 
 _PREFIXES = (
     "SIFT_",
@@ -33,3 +34,14 @@ def clean_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture
+def httpserver() -> Iterator[HTTPServer]:
+    """A fake upstream on 127.0.0.1 that answers concurrent requests, as real providers do."""
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    yield server
+    server.clear()
+    if server.is_running():
+        server.stop()

@@ -1,0 +1,110 @@
+"""`sift search`: one search, in-process (the embedded default) or through a sift server.
+
+Exit codes (search.md §1): 0 success, 1 no source produced results, 2 usage, config or query
+error, 3 authentication refused, 5 the sift server is unreachable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from siftlib.errors import AuthError, ConfigError, NoResultsError, QueryError, UnreachableError
+
+ENABLE_KEYS = "search.searxng.enabled, search.brave_llm.enabled or search.tavily.enabled"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of `sift search`."""
+    parser.epilog = 'example: sift search "sqlite wal checkpoint" --k 5'
+    parser.add_argument("query", help="what to search for")
+    parser.add_argument("--k", type=int, metavar="N", help="number of results (1-50)")
+    parser.add_argument("--json", action="store_true", help="print the native JSON envelope")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--server", metavar="URL", help="search through this sift server")
+    where.add_argument("--local", action="store_true", help="search in-process (the default)")
+    parser.add_argument(
+        "--allow-private-upstreams",
+        action="store_true",
+        help="TEST ONLY: let Brave and Tavily point at loopback or private addresses",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one search and print it; return the exit code."""
+    logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
+    from siftlib.config import load_client_config
+
+    try:
+        client = None if args.local else load_client_config(args.server)
+        if client is not None:
+            from siftlib.client import search_remote
+
+            envelope = search_remote(client.url, client.token, args.query, k=args.k, timeout=60.0)
+        else:
+            envelope = _search_local(args)
+    except (ConfigError, QueryError) as exc:
+        return _fail(exc, 2)
+    except NoResultsError as exc:
+        for warning in exc.warnings:
+            print(f"sift: warning: {warning}", file=sys.stderr)
+        return _fail(exc, 1)
+    except AuthError as exc:
+        return _fail(exc, 3)
+    except UnreachableError as exc:
+        return _fail(exc, 5)
+    _print(envelope, as_json=args.json)
+    return 0
+
+
+def _search_local(args: argparse.Namespace) -> dict[str, Any]:
+    from siftlib.config import load_config, load_secrets
+    from siftlib.pipeline import Searcher, SearchRequest
+    from siftlib.store import open_store
+
+    config = load_config(args.config)
+    if not config.enabled_sources:
+        raise ConfigError(
+            f"no search source is enabled: set {ENABLE_KEYS} to true in {config.path}"
+        )
+    if args.allow_private_upstreams:
+        print("sift: WARNING: --allow-private-upstreams is for tests only", file=sys.stderr)
+    store = open_store(config.db)
+    searcher = Searcher(
+        config,
+        load_secrets(config.secret_env),
+        store=store,
+        allow_private_upstreams=args.allow_private_upstreams,
+    )
+    try:
+        return searcher.search(SearchRequest(query=args.query, k=args.k)).to_native()
+    finally:
+        searcher.close()
+        store.close()
+
+
+def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(envelope, ensure_ascii=False))
+        return
+    for warning in envelope.get("warnings", []):
+        print(f"sift: warning: {warning}", file=sys.stderr)
+    results = envelope.get("results", [])
+    if not results:
+        print("no results", file=sys.stderr)
+    blocks = [
+        "\n".join(
+            " ".join(str(hit.get(field, "")).split()) for field in ("title", "url", "snippet")
+        )
+        for hit in results
+    ]
+    if blocks:
+        print("\n\n".join(blocks))
+
+
+def _fail(exc: Exception, code: int) -> int:
+    print(f"sift search: {exc}", file=sys.stderr)
+    return code

@@ -1,0 +1,377 @@
+"""The pipeline end to end against fake upstreams on 127.0.0.1 speaking the real wire formats."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from siftlib.config import Secrets, load_config
+from siftlib.errors import NoResultsError, QueryError
+from siftlib.pipeline import Searcher, SearchRequest
+
+TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
+KEYS = {"BRAVE_API_KEY": "brave-secret", "TAVILY_API_KEY": "tavily-secret"}
+
+
+def body(name: str) -> str:
+    return (TESTDATA / name).read_text()
+
+
+@pytest.fixture
+def make_searcher(tmp_path: Path, httpserver: HTTPServer) -> Iterator[Callable[..., Searcher]]:
+    made: list[Searcher] = []
+
+    def make(
+        *,
+        sources: tuple[str, ...] = ("searxng", "brave_llm", "tavily"),
+        tavily_extra: str = "",
+        timeout: str = "2s",
+        keys: dict[str, str] | None = None,
+        urls: dict[str, str] | None = None,
+    ) -> Searcher:
+        base = httpserver.url_for("")
+        url = {"searxng": base + "searx", "brave_llm": base + "brave", "tavily": base + "tavily"}
+        url.update(urls or {})
+        text = f'[search]\ntimeout = "{timeout}"\n'
+        for name in ("searxng", "brave_llm", "tavily"):
+            enabled = str(name in sources).lower()
+            text += f'[search.{name}]\nenabled = {enabled}\nurl = "{url[name]}"\n'
+        text += tavily_extra
+        path = tmp_path / "config.toml"
+        path.write_text(text)
+        searcher = Searcher(
+            load_config(str(path)),
+            Secrets(KEYS if keys is None else keys, environ={}),
+            allow_private_upstreams=True,
+        )
+        made.append(searcher)
+        return searcher
+
+    yield make
+    for searcher in made:
+        searcher.close()
+
+
+def serve_all(httpserver: HTTPServer) -> None:
+    httpserver.expect_request("/searx/search").respond_with_data(
+        body("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+    )
+    httpserver.expect_request("/brave").respond_with_data(
+        body("brave_llm/wal-generic-and-sources.json"), content_type="application/json"
+    )
+    httpserver.expect_request("/tavily", method="POST").respond_with_data(
+        body("tavily/wal-usage-unsorted.json"), content_type="application/json"
+    )
+
+
+def test_three_sources_fuse_in_the_hand_computed_order(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_all(httpserver)
+    response = make_searcher().search(SearchRequest(query="sqlite wal mode", k=10))
+    # Per-source ranks: searxng wal 1, blog 2, journal 3, pragma 4 (sorted by score);
+    # brave wal 1, forum 2, blog 3 (from `sources`); tavily blog 1, wal 2, so 3.
+    wal = 1 / 61 + 1 / 61 + 1 / 62
+    blog = 1 / 62 + 1 / 63 + 1 / 61
+    assert [(h.url, h.source) for h in response.results] == [
+        ("https://www.sqlite.org/wal.html", "searxng"),
+        ("https://blog.example.net/sqlite-wal-explained/", "searxng"),
+        ("https://forum.example.org/t/wal-on-nfs", "brave_llm"),
+        ("https://docs.example.com/db/journal-modes#wal", "searxng"),  # 1/63, rank 3, searxng
+        ("https://stackoverflow.example.com/q/1234", "tavily"),  # 1/63, rank 3, tavily
+        ("https://www.sqlite.org/pragma.html?x=1#pragma_journal_mode", "searxng"),
+    ]
+    assert [h.score for h in response.results[:3]] == [wal, blog, 1 / 62]
+    assert response.results[0].snippet.startswith("WAL mode lets readers")  # brave's is longer
+    assert response.results[1].snippet.startswith("## WAL mode")  # tavily's is longer
+    assert response.warnings == []
+    assert response.sources_ok == ["searxng", "brave_llm", "tavily"]
+    assert response.credits == {"brave_llm": 1, "tavily": 1}
+    assert response.cached is False
+
+
+def test_outbound_requests_are_exact(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    httpserver.expect_request(
+        "/searx/search",
+        query_string={"q": "Sqlite WAL mode", "format": "json", "pageno": "1"},
+        headers={"Accept": "application/json"},
+    ).respond_with_json({"results": []})
+    httpserver.expect_request(
+        "/brave",
+        method="GET",
+        query_string={"q": "Sqlite WAL mode"},
+        headers={"X-Subscription-Token": "brave-secret"},
+    ).respond_with_json({"grounding": {"generic": []}, "sources": {}})
+    httpserver.expect_request(
+        "/tavily",
+        method="POST",
+        headers={"Authorization": "Bearer tavily-secret"},
+        json={
+            "query": "Sqlite WAL mode",
+            "max_results": 3,
+            "search_depth": "basic",
+            "include_answer": False,
+            "include_raw_content": False,
+            "include_images": False,
+            "include_usage": True,
+        },
+    ).respond_with_json({"results": [], "usage": {"credits": 1}})
+    response = make_searcher().search(SearchRequest(query="  Sqlite \n WAL\tmode ", k=3))
+    assert response.warnings == [] and response.results == []
+    assert response.sources_ok == ["searxng", "brave_llm", "tavily"]
+    httpserver.check_assertions()
+
+
+def drip(request: Request) -> Response:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"results": ['
+        for _ in range(100):
+            time.sleep(0.05)
+            yield b" "
+        yield b"]}"
+
+    return Response(chunks(), content_type="application/json")
+
+
+def hang(request: Request) -> Response:
+    time.sleep(3)
+    return Response("{}", content_type="application/json")
+
+
+@pytest.mark.parametrize(
+    ("respond", "warning"),
+    [
+        (lambda h: h.respond_with_data("boom", status=500), "tavily: 500"),
+        (lambda h: h.respond_with_data("slow down", status=429), "tavily: 429"),
+        (lambda h: h.respond_with_handler(hang), "tavily: timeout"),
+        (lambda h: h.respond_with_handler(drip), "tavily: timeout"),
+        (lambda h: h.respond_with_data("<html>not json</html>"), "tavily: bad response"),
+        (lambda h: h.respond_with_data(b"x" * (2 * 1024 * 1024 + 1)), "tavily: too large"),
+    ],
+    ids=["500", "429", "timeout", "drip", "garbage", "oversize"],
+)
+def test_a_failing_source_is_a_warning_and_the_others_still_answer(
+    httpserver: HTTPServer,
+    make_searcher: Callable[..., Searcher],
+    respond: Callable[..., None],
+    warning: str,
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_data(
+        body("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+    )
+    respond(httpserver.expect_request("/tavily", method="POST"))
+    searcher = make_searcher(sources=("searxng", "tavily"), timeout="1s")
+    started = time.monotonic()
+    response = searcher.search(SearchRequest(query="sqlite wal mode"))
+    assert time.monotonic() - started < 1.0 + 0.9  # the deadline holds, with a generous margin
+    assert response.warnings == [warning]
+    assert response.sources_ok == ["searxng"] and response.sources_failed == ["tavily"]
+    assert [h.source for h in response.results] == ["searxng"] * 4
+
+
+def test_oversize_with_streamed_body_is_cut(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    def big(request: Request) -> Response:
+        return Response((b"x" * 65536 for _ in range(64)), content_type="application/json")
+
+    httpserver.expect_request("/searx/search").respond_with_handler(big)
+    with pytest.raises(NoResultsError) as failed:
+        make_searcher(sources=("searxng",)).search(SearchRequest(query="q"))
+    assert failed.value.warnings == ["searxng: too large"]
+
+
+def test_connection_refused_is_a_warning(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    serve_all(httpserver)
+    searcher = make_searcher(urls={"brave_llm": f"http://127.0.0.1:{closed_port}/brave"})
+    response = searcher.search(SearchRequest(query="sqlite wal mode"))
+    assert response.warnings == ["brave_llm: connection failed"]
+    assert response.sources_ok == ["searxng", "tavily"]
+    assert response.credits == {"tavily": 1}
+
+
+def test_searxng_403_says_json_may_be_disabled(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_all(httpserver)
+    httpserver.clear_all_handlers()
+    httpserver.expect_request("/searx/search").respond_with_data("Forbidden", status=403)
+    httpserver.expect_request("/tavily", method="POST").respond_with_json({"results": []})
+    response = make_searcher(sources=("searxng", "tavily")).search(SearchRequest(query="q"))
+    assert response.warnings == ["searxng: 403 (json format disabled?)"]
+
+
+def test_every_source_failing_raises_no_results(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_data("x", status=500)
+    httpserver.expect_request("/tavily", method="POST").respond_with_data("x", status=503)
+    with pytest.raises(NoResultsError) as failed:
+        make_searcher(sources=("searxng", "tavily")).search(SearchRequest(query="q"))
+    assert failed.value.warnings == ["searxng: 500", "tavily: 503"]
+
+
+def test_query_caps_skip_the_source_without_calling_it(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_json({"results": []})
+    httpserver.expect_request("/tavily").respond_with_json({"results": []})
+    searcher = make_searcher()
+    long_words = " ".join(["w"] * 51)  # 101 characters: only Brave's 50-word cap applies
+    response = searcher.search(SearchRequest(query=long_words))
+    assert response.warnings == ["brave_llm: query too long"]
+    response = searcher.search(SearchRequest(query="x" * 401))
+    assert response.warnings == ["brave_llm: query too long", "tavily: query too long"]
+    assert response.sources_ok == ["searxng"]
+    paths = sorted(r.path for r, _ in httpserver.log)
+    assert paths == ["/searx/search", "/searx/search", "/tavily"]  # Brave never called
+
+
+def test_missing_key_is_a_warning_on_every_search(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_all(httpserver)
+    searcher = make_searcher(keys={"BRAVE_API_KEY": "b"})
+    response = searcher.search(SearchRequest(query="sqlite wal mode"))
+    assert response.warnings == ["tavily: missing key"]
+    assert searcher.degraded() == ["search.tavily: missing key"]
+    assert all(r.path != "/tavily" for r, _ in httpserver.log)
+
+
+def test_no_rerank_keeps_tavily_order_as_prefix(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_all(httpserver)
+    searcher = make_searcher(sources=("searxng", "tavily"), tavily_extra="no_rerank = true\n")
+    response = searcher.search(SearchRequest(query="sqlite wal mode", k=4))
+    assert [(h.url, h.source) for h in response.results] == [
+        ("https://blog.example.net/sqlite-wal-explained", "tavily"),
+        ("https://www.sqlite.org/wal.html", "tavily"),
+        ("https://stackoverflow.example.com/q/1234", "tavily"),
+        ("https://docs.example.com/db/journal-modes#wal", "searxng"),
+    ]
+
+
+def test_rerank_false_concatenates_in_source_order(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_all(httpserver)
+    response = make_searcher().search(SearchRequest(query="sqlite wal mode", k=20, rerank=False))
+    assert [(h.url, h.source, h.score) for h in response.results] == [
+        ("https://www.sqlite.org/wal.html", "searxng", 9.0),
+        ("https://blog.example.net/sqlite-wal-explained/", "searxng", 2.25),
+        ("https://docs.example.com/db/journal-modes#wal", "searxng", 1 / 3),
+        ("https://www.sqlite.org/pragma.html?x=1#pragma_journal_mode", "searxng", 1 / 3),
+        ("https://forum.example.org/t/wal-on-nfs", "brave_llm", 0.0),
+        ("https://stackoverflow.example.com/q/1234", "tavily", 0.5),
+    ]
+    assert response.rerank_ms == 0
+
+
+def test_results_are_truncated_to_k(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_all(httpserver)
+    response = make_searcher().search(SearchRequest(query="sqlite wal mode", k=2))
+    assert len(response.results) == 2
+    assert response.to_native()["sizes"] == {
+        "results": 2,
+        "sources_ok": ["searxng", "brave_llm", "tavily"],
+        "sources_failed": [],
+    }
+
+
+@pytest.mark.parametrize("query", ["", "   \n\t ", "x" * 1501, 42, None])
+def test_invalid_queries(make_searcher: Callable[..., Searcher], query: object) -> None:
+    with pytest.raises(QueryError, match="^invalid query"):
+        make_searcher().search(SearchRequest(query=query))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("k", [0, 51, -1, True, 2.5, "5"])
+def test_invalid_k(make_searcher: Callable[..., Searcher], k: object) -> None:
+    with pytest.raises(QueryError):
+        make_searcher().search(SearchRequest(query="q", k=k))  # type: ignore[arg-type]
+
+
+def test_1500_characters_is_allowed(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_json({"results": []})
+    response = make_searcher(sources=("searxng",)).search(SearchRequest(query="x" * 1500))
+    assert response.results == []
+
+
+def test_digest_is_accepted_with_a_warning(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_json({"results": []})
+    response = make_searcher(sources=("searxng",)).search(SearchRequest(query="q", digest=True))
+    assert response.warnings == ["digest: not supported"]
+
+
+def test_one_info_line_per_search_without_query_text(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher], caplog: pytest.LogCaptureFixture
+) -> None:
+    serve_all(httpserver)
+    searcher = make_searcher()
+    with caplog.at_level("INFO", logger="sift"):
+        searcher.search(SearchRequest(query="sqlite wal mode", caller="alice"))
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("search ")]
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        "search caller=alice q_len=15 sources=searxng,brave_llm,tavily n=6 cache=miss rerank_ms="
+    )
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "sift")
+    for secret in ("sqlite wal mode", "brave-secret", "tavily-secret", "127.0.0.1", "http"):
+        assert secret not in text
+
+
+class _KeepAliveHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    ports: list[int] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self.ports.append(self.client_address[1])
+        payload = json.dumps({"results": [{"url": "https://a.com", "title": "A"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_upstream_connections_are_reused_across_searches(
+    make_searcher: Callable[..., Searcher],
+) -> None:
+    _KeepAliveHandler.ports = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        searcher = make_searcher(sources=("searxng",), urls={"searxng": url})
+        for _ in range(3):
+            assert searcher.search(SearchRequest(query="q")).results
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(_KeepAliveHandler.ports) == 3
+    assert len(set(_KeepAliveHandler.ports)) == 1  # one TCP connection served all three

@@ -1,0 +1,144 @@
+"""Each adapter maps the project's fixtures and every real recorded body in ../shared/realdata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from siftlib.sources import SOURCES, BadResponse
+from siftlib.sources.brave_llm import BraveLLM
+from siftlib.sources.searxng import SearXNG
+from siftlib.sources.tavily import Tavily
+
+TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
+REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
+REAL_DIRS = {"searxng": "searxng", "brave_llm": "brave", "tavily": "tavily"}
+
+
+def fixture(name: str) -> bytes:
+    return (TESTDATA / name).read_bytes()
+
+
+def test_searxng_sorts_by_score_stably_and_drops_hits_without_url() -> None:
+    answer = SearXNG("http://127.0.0.1:8888").parse(fixture("searxng/wal-typed-and-legacy.json"))
+    assert [h.url for h in answer.hits] == [
+        "https://www.sqlite.org/wal.html",
+        "https://blog.example.net/sqlite-wal-explained/",
+        "https://docs.example.com/db/journal-modes#wal",
+        "https://www.sqlite.org/pragma.html?x=1#pragma_journal_mode",
+    ]
+    assert answer.hits[2].snippet == ""
+    assert answer.hits[0].score == 9.0
+    assert {h.source for h in answer.hits} == {"searxng"}
+    assert answer.credits == 0
+
+
+def test_searxng_legacy_format_with_string_answers() -> None:
+    answer = SearXNG("http://x").parse(fixture("searxng/legacy-2024-format.json"))
+    assert [h.title for h in answer.hits] == ["SQLite 教程", "SQLite 入门"]
+    assert '"WAL"' in answer.hits[0].snippet
+
+
+def test_searxng_request_and_403_hint() -> None:
+    request = SearXNG("http://127.0.0.1:8888/searx/").build_request("a b", k=5, key=None)
+    assert str(request.url) == "http://127.0.0.1:8888/searx/search?q=a+b&format=json&pageno=1"
+    assert request.headers["accept"] == "application/json"
+    assert SearXNG("http://x").describe_status(403) == "403 (json format disabled?)"
+    assert SearXNG("http://x").describe_status(500) == "500"
+
+
+def test_brave_maps_generic_then_sources_generic_missed() -> None:
+    answer = BraveLLM("https://b").parse(fixture("brave_llm/wal-generic-and-sources.json"))
+    assert [(h.url, h.title) for h in answer.hits] == [
+        ("https://www.sqlite.org/wal.html", "Write-Ahead Logging"),
+        ("https://forum.example.org/t/wal-on-nfs", "WAL on network filesystems"),
+        ("https://blog.example.net/sqlite-wal-explained", "SQLite WAL mode explained"),
+    ]
+    assert answer.hits[0].snippet == (
+        "WAL mode lets readers continue while a writer commits. A checkpoint moves WAL content"
+        " back into the database file; readers never block the writer."
+    )
+    assert answer.hits[2].snippet == ""
+    assert answer.credits == 1
+    urls = [h.url for h in answer.hits]
+    assert "https://maps.example.com/poi/1" not in urls  # poi and map are not web hits
+
+
+def test_brave_request_uses_the_llm_context_endpoint_and_token_header() -> None:
+    url = "https://api.search.brave.com/res/v1/llm/context"
+    request = BraveLLM(url).build_request("wal mode", k=8, key="BSA-secret")
+    assert str(request.url) == url + "?q=wal+mode"
+    assert request.method == "GET"
+    assert request.headers["x-subscription-token"] == "BSA-secret"
+
+
+def test_brave_grounding_string_is_never_a_snippet() -> None:
+    body = json.dumps({"grounding": "A model-written summary.", "sources": {}}).encode()
+    assert BraveLLM("https://b").parse(body).hits == []
+
+
+def test_tavily_keeps_its_order_never_the_answer_and_counts_usage() -> None:
+    answer = Tavily("https://t").parse(fixture("tavily/wal-usage-unsorted.json"))
+    assert [h.score for h in answer.hits] == [0.81234, 0.90112, 0.5]
+    assert answer.credits == 1
+    answer = Tavily("https://t").parse(fixture("tavily/answer-images-no-usage.json"))
+    assert answer.credits == 1  # no usage: counts one
+    assert all("small, embedded" not in h.snippet for h in answer.hits)
+
+
+def test_tavily_usage_credits_are_taken_as_reported() -> None:
+    body = json.dumps({"results": [], "usage": {"credits": 2}}).encode()
+    assert Tavily("https://t").parse(body).credits == 2
+
+
+def test_tavily_exact_request_body() -> None:
+    request = Tavily("https://api.tavily.com/search").build_request("q", k=50, key="tvly-x")
+    assert json.loads(request.content) == {
+        "query": "q",
+        "max_results": 20,
+        "search_depth": "basic",
+        "include_answer": False,
+        "include_raw_content": False,
+        "include_images": False,
+        "include_usage": True,
+    }
+    assert request.headers["authorization"] == "Bearer tvly-x"
+    assert str(request.url) == "https://api.tavily.com/search"
+
+
+@pytest.mark.parametrize("name", ["searxng", "brave_llm", "tavily"])
+@pytest.mark.parametrize(
+    "body", [b"<html>oops</html>", b"[]", b'"text"', b"\xff\xfe", b'{"unrelated": 1}']
+)
+def test_garbage_is_a_bad_response(name: str, body: bytes) -> None:
+    with pytest.raises(BadResponse):
+        SOURCES[name]("https://x").parse(body)
+
+
+def test_query_caps() -> None:
+    brave, tavily, searxng = BraveLLM("https://b"), Tavily("https://t"), SearXNG("http://s")
+    assert not brave.query_too_long("w " * 50) and brave.query_too_long("w " * 51)
+    assert not tavily.query_too_long("x" * 400) and tavily.query_too_long("x" * 401)
+    assert brave.query_too_long("x" * 401)
+    assert not searxng.query_too_long("x" * 1500)
+
+
+@pytest.mark.parametrize("name", ["searxng", "brave_llm", "tavily"])
+def test_every_real_recorded_body_maps(name: str) -> None:
+    files = sorted((REALDATA / REAL_DIRS[name]).glob("*.json"))
+    assert files, f"no real data found under {REALDATA}"
+    for path in files:
+        raw = json.loads(path.read_bytes())
+        answer = SOURCES[name]("https://x").parse(path.read_bytes())
+        assert answer.hits, path.name
+        assert all(isinstance(h.url, str) and h.url for h in answer.hits)
+        if name == "tavily":
+            assert len(answer.hits) == len(raw["results"])
+            if raw.get("answer"):
+                assert all(raw["answer"] not in h.snippet for h in answer.hits)
+        if name == "searxng":
+            assert len(answer.hits) == sum(isinstance(r.get("url"), str) for r in raw["results"])
+            scores = [h.score for h in answer.hits]
+            assert scores == sorted(scores, reverse=True)
