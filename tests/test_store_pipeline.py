@@ -1,0 +1,337 @@
+"""The store under the real pipeline: cache hits, what is never cached, partitions, caps, faults."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from siftlib.config import Secrets, load_config
+from siftlib.pipeline import Searcher, SearchRequest, SearchResponse
+from siftlib.store import SQLiteStore, open_store
+
+NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
+
+
+class Upstreams:
+    """Fake SearXNG and Tavily on one pytest-httpserver; every answer names its call number."""
+
+    def __init__(self, httpserver: HTTPServer) -> None:
+        self.calls = {"searxng": 0, "tavily": 0}
+        self.tavily_status = 200
+        self.tavily_credits = 1
+        httpserver.expect_request("/searx/search").respond_with_handler(self._searxng)
+        httpserver.expect_request("/tavily", method="POST").respond_with_handler(self._tavily)
+
+    def _searxng(self, request: Request) -> Response:
+        self.calls["searxng"] += 1
+        n = self.calls["searxng"]
+        results = [
+            {
+                "url": f"https://s.example/{n}/{i}",
+                "title": f"S{n}.{i}",
+                "content": "searx hit",
+                "score": 3 - i,
+                "engines": ["duckduckgo"],
+                "category": "general",
+            }
+            for i in range(3)
+        ]
+        body = {
+            "query": request.args["q"],
+            "number_of_results": 0,
+            "results": results,
+            "answers": [],
+            "corrections": [],
+            "infoboxes": [],
+            "suggestions": [],
+            "unresponsive_engines": [],
+        }
+        return Response(json.dumps(body), content_type="application/json")
+
+    def _tavily(self, request: Request) -> Response:
+        self.calls["tavily"] += 1
+        if self.tavily_status != 200:
+            return Response('{"detail": {"error": "no"}}', status=self.tavily_status)
+        n = self.calls["tavily"]
+        body = {
+            "query": request.json["query"],
+            "follow_up_questions": None,
+            "answer": None,
+            "images": [],
+            "results": [
+                {
+                    "url": f"https://t.example/{n}",
+                    "title": f"T{n}",
+                    "content": "tavily hit",
+                    "score": 0.9,
+                    "raw_content": None,
+                }
+            ],
+            "response_time": 0.5,
+            "usage": {"credits": self.tavily_credits},
+        }
+        return Response(json.dumps(body), content_type="application/json")
+
+
+@pytest.fixture
+def upstreams(httpserver: HTTPServer) -> Upstreams:
+    return Upstreams(httpserver)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "server.db"
+
+
+@pytest.fixture
+def make_searcher(
+    tmp_path: Path, httpserver: HTTPServer, db_path: Path, clock: Clock
+) -> Iterator[Callable[..., Searcher]]:
+    made: list[tuple[Searcher, SQLiteStore]] = []
+
+    def make(*, tavily: bool = False, cap: int = 0, ttl: str = "1h") -> Searcher:
+        base = httpserver.url_for("")
+        path = tmp_path / "config.toml"
+        path.write_text(
+            f'[server]\ndb = "{db_path}"\npermit_restricted = ["Alice", "carol"]\n'
+            f'[search]\ncache_ttl = "{ttl}"\n'
+            f'[search.searxng]\nenabled = true\nurl = "{base}searx"\n'
+            f'[search.tavily]\nenabled = {str(tavily).lower()}\nurl = "{base}tavily"\n'
+            f"daily_credit_cap = {cap}\n"
+        )
+        config = load_config(str(path))
+        store = open_store(config.db)
+        searcher = Searcher(
+            config,
+            Secrets({"TAVILY_API_KEY": "tvly-secret"}, environ={}),
+            store=store,
+            clock=clock,
+            allow_private_upstreams=True,
+        )
+        made.append((searcher, store))
+        return searcher
+
+    yield make
+    for searcher, store in made:
+        searcher.close()
+        store.close()
+
+
+def search(searcher: Searcher, query: str = "sqlite wal", **options: object) -> SearchResponse:
+    return searcher.search(SearchRequest(query=query, **options))  # type: ignore[arg-type]
+
+
+def test_a_hit_returns_cached_with_no_upstream_call(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    searcher = make_searcher()
+    first = search(searcher)
+    second = search(searcher)
+    assert upstreams.calls == {"searxng": 1, "tavily": 0}
+    assert (first.cached, second.cached) == (False, True)
+    assert second.to_native()["cached"] is True
+    assert second.results == first.results and second.warnings == []
+    assert searcher.metrics.snapshot()["search_cache_hit"] == 1
+    assert searcher.metrics.snapshot()["search_cache_miss"] == 1
+
+
+@pytest.mark.parametrize(
+    "same",
+    [{"query": "  SQLite   WAL "}, {"k": 8}, {"rerank": True}, {"caller": "bob"}],
+)
+def test_the_same_normalised_request_hits(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher], same: dict[str, object]
+) -> None:
+    searcher = make_searcher()
+    search(searcher)
+    assert search(searcher, **{"query": "sqlite wal", **same}).cached
+    assert upstreams.calls["searxng"] == 1
+
+
+@pytest.mark.parametrize(
+    "other",
+    [{"query": "sqlite wals"}, {"k": 5}, {"rerank": False}, {"caller": "alice"}],
+)
+def test_each_request_part_changing_is_a_miss(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher], other: dict[str, object]
+) -> None:
+    searcher = make_searcher()
+    search(searcher)
+    response = search(searcher, **{"query": "sqlite wal", **other})
+    assert not response.cached
+    assert upstreams.calls["searxng"] == 2
+
+
+def test_the_attempted_sources_are_part_of_the_key(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    search(make_searcher())
+    with_tavily = search(make_searcher(tavily=True))
+    assert not with_tavily.cached
+    assert upstreams.calls == {"searxng": 2, "tavily": 1}
+
+
+def test_the_hour_bucket_rolling_over_is_a_miss(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher], clock: Clock
+) -> None:
+    searcher = make_searcher(ttl="2h")
+    clock.now = NOW + 3599  # 04:59:59
+    search(searcher)
+    assert search(searcher).cached
+    clock.now = NOW + 3600  # 05:00:00, well inside the TTL
+    assert not search(searcher).cached
+    assert upstreams.calls["searxng"] == 2
+
+
+def test_ttl_expiry_with_an_injected_clock(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher], clock: Clock
+) -> None:
+    searcher = make_searcher(ttl="10m")
+    search(searcher)
+    clock.now = NOW + 599
+    assert search(searcher).cached
+    clock.now = NOW + 600
+    assert not search(searcher).cached
+    assert upstreams.calls["searxng"] == 2
+
+
+def test_partial_results_are_not_cached(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    searcher = make_searcher(tavily=True)
+    upstreams.tavily_status = 500
+    partial = search(searcher)
+    assert partial.warnings == ["tavily: 500"] and partial.results
+    again = search(searcher)
+    assert not again.cached
+    assert upstreams.calls == {"searxng": 2, "tavily": 2}
+    upstreams.tavily_status = 200
+    complete = search(searcher)
+    assert not complete.cached and complete.warnings == []
+    assert search(searcher).cached
+    assert upstreams.calls == {"searxng": 3, "tavily": 3}
+
+
+def test_restricted_and_fleet_callers_never_see_each_others_entries(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    searcher = make_searcher()
+    fleet = search(searcher, caller="bob")
+    alice = search(searcher, caller="alice")
+    assert not alice.cached and alice.results != fleet.results
+    carol = search(searcher, caller="carol")  # restricted too, but not alice
+    assert not carol.cached and carol.results not in (fleet.results, alice.results)
+    assert upstreams.calls["searxng"] == 3
+    # Each caller now hits only its own entry.
+    assert search(searcher, caller="alice").results == alice.results
+    assert search(searcher, caller="carol").results == carol.results
+    for caller in ("bob", "dave", "local"):
+        hit = search(searcher, caller=caller)
+        assert hit.cached and hit.results == fleet.results
+    assert upstreams.calls["searxng"] == 3
+
+
+def test_a_restricted_first_search_leaves_fleet_callers_a_miss(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    searcher = make_searcher()
+    search(searcher, caller="alice")
+    assert not search(searcher, caller="bob").cached
+    assert upstreams.calls["searxng"] == 2
+
+
+def test_at_the_cap_the_source_is_skipped_and_the_search_still_succeeds(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    searcher = make_searcher(tavily=True, cap=2)
+    for query in ("one", "two"):
+        assert search(searcher, query=query).sources_ok == ["searxng", "tavily"]
+    capped = search(searcher, query="three")
+    assert capped.warnings == ["tavily: daily cap"]
+    assert capped.sources_ok == ["searxng"] and capped.results
+    assert upstreams.calls["tavily"] == 2
+    assert searcher.store is not None
+    assert searcher.store.daily_credits(day="2025-11-30") == {"tavily": 2}
+
+
+def test_the_cap_survives_a_restart_and_resets_the_next_day(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher], clock: Clock
+) -> None:
+    first = make_searcher(tavily=True, cap=3)
+    upstreams.tavily_credits = 2
+    search(first, query="one")
+    search(first, query="two")  # reserved 1, spent 2: the total is 4, past the cap of 3
+    first.close()
+    assert first.store is not None
+    first.store.close()
+    second = make_searcher(tavily=True, cap=3)
+    assert search(second, query="three").warnings == ["tavily: daily cap"]
+    assert upstreams.calls["tavily"] == 2
+    clock.now = NOW + 86400
+    assert search(second, query="four").sources_ok == ["searxng", "tavily"]
+
+
+def test_a_cache_hit_gives_its_cap_reservation_back(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    searcher = make_searcher(tavily=True, cap=2)
+    search(searcher)
+    assert search(searcher).cached
+    assert searcher.store is not None
+    assert searcher.store.daily_credits(day="2025-11-30") == {"tavily": 1}
+    assert upstreams.calls["tavily"] == 1
+
+
+def _make_read_only(path: Path) -> None:
+    open_store(path).close()
+    path.chmod(0o444)
+
+
+def _make_corrupt(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\x00not sqlite\x00" * 1000)
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        (_make_read_only, "the database file is read-only"),
+        (_make_corrupt, "the database file is corrupt"),
+    ],
+)
+def test_a_broken_database_serves_every_search_uncached_with_a_warning(
+    upstreams: Upstreams,
+    make_searcher: Callable[..., Searcher],
+    db_path: Path,
+    damage: Callable[[Path], None],
+    problem: str,
+) -> None:
+    damage(db_path)
+    before = db_path.read_bytes()
+    searcher = make_searcher(tavily=True, cap=2)
+    for _ in range(2):
+        response = search(searcher)
+        assert not response.cached and len(response.results) == 4
+        assert response.warnings == [f"store: {problem}"]
+    assert upstreams.calls == {"searxng": 2, "tavily": 2}
+    # The cap still holds, in memory.
+    assert search(searcher, query="other").warnings == ["tavily: daily cap", f"store: {problem}"]
+    assert db_path.read_bytes() == before
