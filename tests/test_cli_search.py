@@ -1,0 +1,159 @@
+"""`sift search` in-process: output format and exit codes (search.md §1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pytest_httpserver import HTTPServer
+
+from siftlib.cli import main
+
+TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
+
+
+def config(tmp_path: Path, httpserver: HTTPServer, *, sources: str = "searxng") -> str:
+    text = f'[server]\ndb = "{tmp_path / "server.db"}"\nsecret_env = "{tmp_path / "secret.env"}"\n'
+    text += '[search]\ntimeout = "2s"\n'
+    for name in sources.split(","):
+        text += f'[search.{name}]\nenabled = true\nurl = "{httpserver.url_for(name)}"\n'
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    (tmp_path / "secret.env").write_text("TAVILY_API_KEY=tvly-secret\nBRAVE_API_KEY=brave-secret\n")
+    return str(path)
+
+
+def test_prints_title_url_snippet_blocks(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_data(
+        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
+        content_type="application/json",
+    )
+    code = main(["search", "sqlite wal mode", "--k", "2", "--config", config(tmp_path, httpserver)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out == (
+        "Write-Ahead Logging\n"
+        "https://www.sqlite.org/wal.html\n"
+        "The default method by which SQLite implements atomic commit and rollback is a rollback"
+        " journal.\n"
+        "\n"
+        "SQLite WAL mode explained — checkpoints and readers\n"
+        "https://blog.example.net/sqlite-wal-explained/\n"
+        "How write-ahead logging lets readers and a writer run at once, and when checkpoints"
+        " run.\n"
+    )
+    assert err == ""
+
+
+def test_json_prints_the_native_envelope(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json(
+        {"results": [{"url": "https://a.com", "title": "A", "content": "a", "score": 1}]}
+    )
+    path = config(tmp_path, httpserver)
+    assert main(["search", "q", "--json", "--local", "--config", path]) == 0
+    envelope = json.loads(capsys.readouterr().out)
+    assert envelope["results"] == [
+        {"url": "https://a.com", "title": "A", "snippet": "a", "score": 1 / 61, "source": "searxng"}
+    ]
+    assert envelope["cached"] is False and envelope["warnings"] == []
+    assert set(envelope) == {"results", "warnings", "sizes", "timings", "cached"}
+
+
+def test_zero_hits_says_no_results_and_succeeds(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json({"results": []})
+    assert main(["search", "q", "--config", config(tmp_path, httpserver)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and err == "no results\n"
+
+
+def test_no_source_enabled_names_the_keys(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("")
+    assert main(["search", "q", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    for key in ("search.searxng.enabled", "search.brave_llm.enabled", "search.tavily.enabled"):
+        assert key in err
+    assert err.count("\n") == 1
+
+
+def test_every_source_failed_exits_1_with_warnings(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_data("no", status=500)
+    assert main(["search", "q", "--config", config(tmp_path, httpserver)]) == 1
+    err = capsys.readouterr().err
+    assert "searxng: 500" in err and "no search results" in err
+
+
+@pytest.mark.parametrize("query", ["", "   ", "x" * 1501])
+def test_invalid_query_exits_2(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str], query: str
+) -> None:
+    assert main(["search", query, "--config", config(tmp_path, httpserver)]) == 2
+    assert "invalid query" in capsys.readouterr().err
+    assert httpserver.log == []
+
+
+def test_config_error_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text("[search]\nk = 'eight'\n")
+    assert main(["search", "q", "--config", str(path)]) == 2
+    assert capsys.readouterr().err == f"sift search: {path}: search.k must be an integer, not str\n"
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["search"])
+    assert exited.value.code == 2
+    with pytest.raises(SystemExit) as exited:
+        main(["search", "q", "--k", "many"])
+    assert exited.value.code == 2
+
+
+def test_public_sources_on_loopback_are_refused_without_the_test_switch(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json({"results": []})
+    path = config(tmp_path, httpserver, sources="searxng,tavily")
+    assert main(["search", "q", "--config", path]) == 0
+    assert "tavily: upstream refused" in capsys.readouterr().err
+    assert [r.path for r, _ in httpserver.log] == ["/searxng/search"]
+
+
+def test_the_test_switch_lets_public_sources_use_loopback_loudly(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/tavily", method="POST").respond_with_json(
+        {"results": [{"url": "https://t.com", "title": "T", "content": "t", "score": 0.5}]}
+    )
+    path = config(tmp_path, httpserver, sources="tavily")
+    assert main(["search", "q", "--allow-private-upstreams", "--config", path]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("T\nhttps://t.com\n")
+    assert "tests only" in err
+    assert "tvly-secret" not in out + err
+
+
+def test_second_search_is_served_from_the_cache(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json(
+        {"results": [{"url": "https://a.com", "title": "A", "content": "a"}]}
+    )
+    path = config(tmp_path, httpserver)
+    assert main(["search", "q", "--json", "--config", path]) == 0
+    assert main(["search", "  Q ", "--json", "--config", path]) == 0
+    first, second = (json.loads(line) for line in capsys.readouterr().out.splitlines())
+    assert (first["cached"], second["cached"]) == (False, True)
+    assert second["results"] == first["results"]
+    assert len(httpserver.log) == 1
+    assert (tmp_path / "server.db").exists()

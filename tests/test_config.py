@@ -1,0 +1,238 @@
+"""Strict config loading, durations and secrets (search.md §2)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from siftlib.config import (
+    Secrets,
+    load_client_config,
+    load_config,
+    load_secrets,
+    parse_duration,
+    resolve_config_path,
+)
+from siftlib.errors import ConfigError
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_missing_file_means_all_defaults(tmp_path: Path) -> None:
+    config = load_config(str(tmp_path / "absent.toml"))
+    assert (config.k, config.timeout, config.rerank, config.digest, config.cache_ttl) == (
+        8,
+        8.0,
+        True,
+        False,
+        3600.0,
+    )
+    assert config.listen == "127.0.0.1:8787"
+    assert config.enabled_sources == ()
+    tavily = config.source("tavily")
+    assert (tavily.url, tavily.daily_credit_cap, tavily.no_rerank) == (
+        "https://api.tavily.com/search",
+        500,
+        False,
+    )
+    assert config.source("brave_llm").url == "https://api.search.brave.com/res/v1/llm/context"
+    assert config.db.name == "cache.db" and config.secret_env.name == "secret.env"
+
+
+def test_full_file(tmp_path: Path) -> None:
+    config = load_config(
+        write(
+            tmp_path,
+            """
+[server]
+listen = "127.0.0.1:9000"
+db = "/var/lib/sift/server.db"
+permit_restricted = ["Alice"]
+[search]
+k = 12
+timeout = "250ms"
+rerank = false
+cache_ttl = "10m"
+[search.searxng]
+enabled = true
+url = "http://127.0.0.1:8888"
+[search.tavily]
+enabled = true
+daily_credit_cap = 0
+no_rerank = true
+""",
+        )
+    )
+    assert config.db == Path("/var/lib/sift/server.db")
+    assert config.permit_restricted == ("alice",)
+    assert (config.k, config.timeout, config.rerank, config.cache_ttl) == (12, 0.25, False, 600.0)
+    assert [s.name for s in config.enabled_sources] == ["searxng", "tavily"]
+    assert config.source("tavily").daily_credit_cap == 0 and config.source("tavily").no_rerank
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("surprise = 1", "surprise"),
+        ("[server]\nport = 8787", "server.port"),
+        ("[search]\nlimit = 5", "search.limit"),
+        ("[search.tavily]\napi_key = 'x'", "search.tavily.api_key"),
+        ("[search.searxng]\nno_rerank = true", "search.searxng.no_rerank"),
+        ("[search.bing]\nenabled = true", "search.bing"),
+    ],
+)
+def test_unknown_key_names_key_and_file(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert f"{path}: {key} is not a known setting" == str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[search]\nk = '8'", "search.k"),
+        ("[search]\nk = true", "search.k"),
+        ("[search]\nk = 8.0", "search.k"),
+        ("[search]\nrerank = 1", "search.rerank"),
+        ("[search]\ntimeout = 8", "search.timeout"),
+        ("[search.tavily]\ndaily_credit_cap = true", "search.tavily.daily_credit_cap"),
+        ("[search.tavily]\nenabled = 'yes'", "search.tavily.enabled"),
+        ("[server]\npermit_restricted = 'alice'", "server.permit_restricted"),
+        ("[server]\npermit_restricted = [1]", "server.permit_restricted"),
+        ("[server]\nlisten = 8787", "server.listen"),
+        ("search = 1", "search"),
+    ],
+)
+def test_wrong_type_names_key_and_file(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=rf"^{path}: {key} must be"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[search]\nk = 0", "search.k"),
+        ("[search]\nk = 51", "search.k"),
+        ("[search]\ntimeout = '8 seconds'", "search.timeout"),
+        ("[search]\ntimeout = '0s'", "search.timeout"),
+        ("[search]\ncache_ttl = '-1h'", "search.cache_ttl"),
+        ("[search.tavily]\ndaily_credit_cap = -1", "search.tavily.daily_credit_cap"),
+        ("[search.searxng]\nurl = 'ftp://127.0.0.1'", "search.searxng.url"),
+        ("[search.tavily]\nurl = 'https://user:pw@api.tavily.com/search'", "search.tavily.url"),
+        ("[search.searxng]\nurl = 'http://127.0.0.1:99999'", "search.searxng.url"),
+        ("[search.searxng]\nurl = 'not a url'", "search.searxng.url"),
+    ],
+)
+def test_bad_value_names_key_and_file(tmp_path: Path, text: str, key: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=rf"^{path}: {key} "):
+        load_config(path)
+
+
+def test_userinfo_password_never_echoed(tmp_path: Path) -> None:
+    path = write(tmp_path, "[search.tavily]\nurl = 'https://user:hunter2@api.tavily.com/'")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert "hunter2" not in str(error.value)
+
+
+def test_invalid_toml_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[search\n"))
+
+
+def test_skill_search_table_is_passed_through_raw(tmp_path: Path) -> None:
+    config = load_config(
+        write(tmp_path, "[skill_search.reranking]\nenabled = 'not validated here'")
+    )
+    assert config.skill_search == {"reranking": {"enabled": "not validated here"}}
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("250ms", 0.25), ("8s", 8.0), ("10m", 600.0), ("1h", 3600.0), ("1.5s", 1.5)],
+)
+def test_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["8", "8 s", "s", "1d", "-1s", ""])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(text)
+
+
+def test_config_path_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+    config_home = Path(os.environ["XDG_CONFIG_HOME"])
+    assert resolve_config_path(None) == config_home / "sift" / "config.toml"
+    monkeypatch.setenv("SIFT_CONFIG", "/etc/sift/env.toml")
+    assert resolve_config_path(None) == Path("/etc/sift/env.toml")
+    assert resolve_config_path("/explicit.toml") == Path("/explicit.toml")
+
+
+def test_secret_env_parsing(tmp_path: Path) -> None:
+    path = tmp_path / "secret.env"
+    path.write_text(
+        "# provider keys\n"
+        "BRAVE_API_KEY=brave-1\n"
+        'TAVILY_API_KEY="tvly 2"\n'
+        "export SIFT_TOKEN_ALICE='tok-a'\n"
+        "\n"
+        "SIFT_TOKEN_BOB = tok-b\n"
+        "SIFT_TOKEN_=ignored\n"
+    )
+    secrets = load_secrets(path, environ={"TAVILY_API_KEY": "env", "OTHER": "x"})
+    assert secrets.get("BRAVE_API_KEY") == "brave-1"
+    assert secrets.get("TAVILY_API_KEY") == "tvly 2"  # the file wins over the environment
+    assert secrets.callers() == {"alice": "tok-a", "bob": "tok-b"}
+    assert "brave-1" not in repr(secrets) and "tok-a" not in repr(secrets)
+
+
+def test_environment_is_the_fallback(tmp_path: Path) -> None:
+    secrets = load_secrets(
+        tmp_path / "absent.env", environ={"TAVILY_API_KEY": "tvly-env", "SIFT_TOKEN_CI": "t"}
+    )
+    assert secrets.get("TAVILY_API_KEY") == "tvly-env"
+    assert secrets.get("BRAVE_API_KEY") is None
+    assert secrets.callers() == {"ci": "t"}
+
+
+def test_blank_secret_is_missing() -> None:
+    assert Secrets({"TAVILY_API_KEY": "  "}, environ={}).get("TAVILY_API_KEY") is None
+
+
+def test_malformed_secret_line_never_echoes_its_value(tmp_path: Path) -> None:
+    path = tmp_path / "secret.env"
+    path.write_text("BRAVE_API_KEY=ok\nthis-is-a-leaked-token\n")
+    with pytest.raises(ConfigError) as error:
+        load_secrets(path, environ={})
+    assert "line 2" in str(error.value) and "leaked" not in str(error.value)
+
+
+def test_client_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_client_config(None) is None
+    assert load_client_config("http://127.0.0.1:8787/") == load_client_config(
+        "http://127.0.0.1:8787"
+    )
+    client_toml = resolve_config_path(None).parent / "client.toml"
+    client_toml.parent.mkdir(parents=True, exist_ok=True)
+    client_toml.write_text('url = "http://10.0.0.5:8787"\ntoken = "file-token"\n')
+    client = load_client_config(None)
+    assert client is not None and (client.url, client.token) == (
+        "http://10.0.0.5:8787",
+        "file-token",
+    )
+    monkeypatch.setenv("SIFT_TOKEN", "env-token")
+    client = load_client_config(None)
+    assert client is not None and client.token == "env-token"
+    client_toml.write_text('url = "http://x"\nsecret = 1\n')
+    with pytest.raises(ConfigError, match="secret is not a known setting"):
+        load_client_config(None)
