@@ -71,7 +71,7 @@ import httpcore
 import httpx
 from httpcore._backends.sync import SyncStream
 
-__all__ = ["UpstreamRefused", "Upstream", "is_public", "open_upstream"]
+__all__ = ["RedirectRefused", "Upstream", "UpstreamRefused", "is_public", "open_upstream"]
 
 log = logging.getLogger("sift")
 
@@ -127,6 +127,10 @@ class UpstreamRefused(httpx.ConnectError):
     """The dialer refused to connect: the address or port is outside the pinned set."""
 
 
+class RedirectRefused(httpx.TooManyRedirects):
+    """The upstream redirected to another scheme, host or port; the redirect was not followed."""
+
+
 def is_public(ip: str | IPAddress) -> bool:
     """Tell whether an address is a public unicast address a public source may resolve to."""
     address = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
@@ -164,16 +168,15 @@ class _Pin:
 
     def __init__(
         self,
-        host: str,
-        port: int,
+        origin: tuple[str, str, int],
         *,
         public: bool,
         resolver: Resolver,
         clock: Callable[[], float],
         refresh_interval: float,
     ) -> None:
-        self.host = host
-        self.port = port
+        self.origin = origin
+        _, self.host, self.port = origin
         self._public = public
         self._resolver = resolver
         self._clock = clock
@@ -255,11 +258,10 @@ class _PinnedTransport(httpx.HTTPTransport):
     """An httpx transport for one origin whose connection pool dials through `_PinnedBackend`."""
 
     def __init__(
-        self, scheme: str, pin: _Pin, *, ssl_context: ssl.SSLContext | None, connect: Connector
+        self, pin: _Pin, *, ssl_context: ssl.SSLContext | None, connect: Connector
     ) -> None:
         # HTTPTransport's only state is its pool; we build that pool ourselves so that it
         # gets our network backend (HTTPTransport has no parameter for one).
-        self._scheme = scheme
         self._pin = pin
         limits = httpx.Limits()
         self._pool = httpcore.ConnectionPool(
@@ -271,16 +273,42 @@ class _PinnedTransport(httpx.HTTPTransport):
         )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        port = url.port or _DEFAULT_PORTS.get(url.scheme)
-        origin = (url.scheme, url.raw_host.decode("ascii").lower(), port)
-        if origin != (self._scheme, self._pin.host, self._pin.port):
+        if _origin(request.url) != self._pin.origin:
             raise UpstreamRefused(
                 "upstream refused: scheme, host or port outside the pinned set", request=request
             )
         if not self._pin.addresses():
             raise UpstreamRefused("upstream refused: no acceptable address", request=request)
         return super().handle_request(request)
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int]:
+    port = url.port or _DEFAULT_PORTS.get(url.scheme, 0)
+    return url.scheme, url.raw_host.decode("ascii").lower(), port
+
+
+def _redirect_check(origin: tuple[str, str, int]) -> Callable[[httpx.Response], None]:
+    """Build a response hook that lets a redirect through only within `origin`."""
+
+    def check(response: httpx.Response) -> None:
+        if not response.has_redirect_location:
+            return
+        # The target as httpx computes it (`Client._redirect_url`): a host-less absolute URL
+        # gets the request's host, a relative one is joined.
+        request_url = response.request.url
+        try:
+            target = httpx.URL(response.headers["Location"])
+            if target.scheme and not target.host:
+                target = target.copy_with(host=request_url.host)
+            target = request_url.join(target)
+        except httpx.InvalidURL:
+            target = None
+        if target is None or _origin(target) != origin:
+            raise RedirectRefused(
+                "redirect outside the configured origin refused", request=response.request
+            )
+
+    return check
 
 
 class _NoCookies(DefaultCookiePolicy):
@@ -343,7 +371,10 @@ def open_upstream(
     connect: Connector | None = None,
 ) -> Upstream:
     """Open the pinned client for one source URL; a refused resolution is reported, not raised."""
-    parsed = httpx.URL(url)
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ValueError("an upstream URL must be a valid URL") from exc
     if parsed.scheme not in _DEFAULT_PORTS:
         raise ValueError("an upstream URL must be http or https")
     if parsed.userinfo:
@@ -356,15 +387,13 @@ def open_upstream(
             "private addresses. This switch is for tests only; never run a gateway with it."
         )
     pin = _Pin(
-        parsed.raw_host.decode("ascii").lower(),
-        parsed.port or _DEFAULT_PORTS[parsed.scheme],
+        _origin(parsed),
         public=public and not allow_private,
         resolver=resolver or _getaddrinfo,
         clock=clock,
         refresh_interval=refresh_interval,
     )
     transport = _PinnedTransport(
-        parsed.scheme,
         pin,
         ssl_context=_verified_context(parsed.scheme, ssl_context),
         connect=connect or socket.create_connection,
@@ -375,6 +404,7 @@ def open_upstream(
         cookies=CookieJar(policy=_NoCookies()),
         follow_redirects=True,
         max_redirects=1,
+        event_hooks={"response": [_redirect_check(pin.origin)]},
         timeout=timeout,
     )
     return Upstream(client, pin)
