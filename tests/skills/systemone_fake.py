@@ -1,0 +1,215 @@
+"""A fake TypeSafe System One server on 127.0.0.1, speaking the real wire format.
+
+Every request it receives is checked against the official SDK's request models
+(`typesafe-sdk`, a test-only dependency); every answer it builds is checked against the SDK's
+response model before it is sent, so the fake cannot drift from the real format.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx2
+import typesafe_sdk
+from typesafe_sdk._schemas import models as wire
+
+Reply = tuple[int, bytes] | str  # (status, body), or "hang" / "close"
+
+
+def sdk_check_request(body: dict[str, Any]) -> None:
+    """Raise unless `body` is a System One request the SDK's models accept, with nothing extra."""
+    wire.SystemOneRequest.model_validate(body)
+    assert set(body) == {"model", "state", "questions"}, sorted(body)
+    for question in body["questions"].values():
+        model = {"choice": typesafe_sdk.Choice, "noul": typesafe_sdk.Noul}[question["type"]]
+        model.model_validate(question)  # extra="forbid": no unknown field
+
+
+def sdk_check_response(raw: bytes) -> typesafe_sdk.SystemOneResponse:
+    """Decode `raw` as the SDK does; raise when the SDK would reject it."""
+    request = httpx2.Request("POST", "https://api.typesafe.ai/v1/systemone")
+    return typesafe_sdk.SystemOneResponse.from_http_response(
+        httpx2.Response(200, content=raw, request=request)
+    )
+
+
+def candidate_ids(body: dict[str, Any]) -> dict[str, str]:
+    """Map candidate names to the IDs of this request."""
+    return {c["name"]: c["id"] for c in body["state"]["candidates"]}
+
+
+def choice(body: dict[str, Any], by_name: dict[str, float], none: float) -> dict[str, Any]:
+    """A `selection` answer giving `by_name` probabilities (others 0) and `none` to no-match."""
+    probabilities = {cid: by_name.get(name, 0.0) for name, cid in candidate_ids(body).items()}
+    probabilities["none"] = none
+    best = max(probabilities, key=lambda label: probabilities[label])
+    return {
+        "type": "choice",
+        "choice": best,
+        "confidence": probabilities[best],
+        "probabilities": probabilities,
+    }
+
+
+def envelope(answers: dict[str, Any], *, tokens: tuple[int, int] = (321, 7)) -> bytes:
+    """Wrap answers in a full response body, checked against the SDK."""
+    raw = json.dumps(
+        {
+            "model": "jev-2026-09-15",
+            "answers": answers,
+            "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
+        }
+    ).encode()
+    sdk_check_response(raw)
+    return raw
+
+
+def ranked(by_name: dict[str, float], none: float) -> Callable[[dict[str, Any]], Reply]:
+    """A handler answering every request with the same named distribution."""
+
+    def handle(body: dict[str, Any]) -> Reply:
+        return 200, envelope({"selection": choice(body, by_name, none)})
+
+    return handle
+
+
+def fitted(
+    by_name: dict[str, float], none: float, fits: dict[str, float]
+) -> Callable[[dict[str, Any]], Reply]:
+    """A fit-mode handler: the choice plus one `fit_cN` per candidate (0.0 unless named)."""
+
+    def handle(body: dict[str, Any]) -> Reply:
+        answers = {"selection": choice(body, by_name, none)}
+        for name, cid in candidate_ids(body).items():
+            answers[f"fit_{cid}"] = {"type": "noul", "noul": fits.get(name, 0.0)}
+        return 200, envelope(answers)
+
+    return handle
+
+
+@dataclass
+class Seen:
+    """One request as the fake received it."""
+
+    headers: dict[str, str]
+    raw: bytes
+    body: dict[str, Any]
+    sdk_error: str | None
+
+
+@dataclass
+class FakeSystemOne:
+    """The server's state: how to answer, and what it saw."""
+
+    handler: Callable[[dict[str, Any]], Reply] = field(default=lambda body: "close")
+    requests: list[Seen] = field(default_factory=list)
+    connections_closed: threading.Event = field(default_factory=threading.Event)
+    release: threading.Event = field(default_factory=threading.Event)
+    url: str = ""
+
+
+def _handler_class(fake: FakeSystemOne) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:  # noqa: N802 - the http.server hook name
+            raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = json.loads(raw)
+            try:
+                sdk_check_request(body)
+                error = None
+            except Exception as exc:  # recorded, asserted on by the tests
+                error = repr(exc)
+            fake.requests.append(Seen(dict(self.headers), raw, body, error))
+            if self.path != "/v1/systemone":
+                self._send(HTTPStatus.NOT_FOUND, b'{"detail":"Not Found"}')
+                return
+            reply = fake.handler(body)
+            if reply == "hang":
+                self._hang()
+            elif reply == "close":
+                self.close_connection = True
+            else:
+                assert isinstance(reply, tuple)
+                self._send(HTTPStatus(reply[0]), reply[1])
+
+        def _send(self, status: HTTPStatus, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def _hang(self) -> None:
+            """Never answer; note when the client closes the connection."""
+            self.close_connection = True
+            self.connection.settimeout(0.05)
+            while not fake.release.is_set():
+                try:
+                    if self.connection.recv(1) == b"":
+                        fake.connections_closed.set()
+                        return
+                except TimeoutError:
+                    continue
+                except OSError:
+                    fake.connections_closed.set()
+                    return
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass
+
+    return Handler
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # clients that abort (the point of several tests) reset their connection
+
+
+def serve() -> Iterator[FakeSystemOne]:
+    """Run a fake on an ephemeral loopback port for the duration of a fixture."""
+    fake = FakeSystemOne()
+    server = _Server(("127.0.0.1", 0), _handler_class(fake))
+    fake.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield fake
+    finally:
+        fake.release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def free_port_refusing() -> str:
+    """Return a loopback URL on which nothing listens."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def catalog_of(root: Any, skills: dict[str, str]) -> Any:
+    """Build a catalog of `{name: description}` under `root`, sorted by name as discovery does."""
+    from siftlib.skills.catalog import Catalog, Skill
+
+    return Catalog(
+        skills=tuple(
+            Skill(
+                name=name,
+                description=description,
+                file_path=root / name / "SKILL.md",
+                base_dir=root / name,
+            )
+            for name, description in sorted(skills.items())
+        )
+    )
