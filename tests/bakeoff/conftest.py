@@ -115,6 +115,8 @@ class Providers:
         query = request.args["q"]
         assert request.args["format"] == "json" and request.args["pageno"] == "1"
         self.calls.append(("searxng", {"q": query}))
+        if query not in SEARXNG:
+            return Response("busy", status=503)
         results = [
             {
                 "url": url,
@@ -264,3 +266,73 @@ class StepClock:
         if self.calls % 2 == 0:
             self.now += self.steps.pop(0) / 1000
         return self.now
+
+
+def make_run(
+    run_dir: Path,
+    *,
+    configs: tuple[str, ...] = (
+        "searxng",
+        "searxng+brave",
+        "searxng+brave+tavily",
+        "tavily-direct",
+    ),
+    not_run: dict[str, str] | None = None,
+    queries: int = 3,
+    targets: list[str] | None = None,
+    skipped: set[tuple[str, int]] = frozenset(),  # type: ignore[assignment]
+) -> Path:
+    """Write a finished run directory by hand: distinct hits per configuration and query."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    lines = []
+    for index in range(queries):
+        for number, config in enumerate(configs):
+            line: dict[str, Any] = {
+                "query_index": index,
+                "query": f"query number {index}",
+                "config": config,
+                "hits": [
+                    {
+                        "rank": r,
+                        "url": f"https://site{number}.example/q{index}/r{r}",
+                        "title": f"Title {number}-{index}-{r}",
+                        "snippet": f"Snippet {number} {r}",
+                    }
+                    for r in (1, 2)
+                ],
+                "latency_ms": 100 * (number + 1) + index,
+                "credits": {"tavily": int("tavily" in config), "brave_llm": int("brave" in config)},
+                "warnings": [f"{config}: a warning"] if index == 0 else [],
+            }
+            if (config, index) in skipped:
+                line.update(
+                    hits=[],
+                    latency_ms=None,
+                    credits={"tavily": 0, "brave_llm": 0},
+                    warnings=[],
+                    skipped="max credits",
+                )
+            lines.append(json.dumps(line))
+    (run_dir / "results.jsonl").write_text("\n".join(lines) + "\n")
+    meta_configs: dict[str, Any] = {c: {"ran": True, "reason": None} for c in configs}
+    for name, reason in (not_run or {}).items():
+        meta_configs[name] = {"ran": False, "reason": reason}
+    meta = {
+        "date": "2026-11-30T04:00:00Z",
+        "k": 2,
+        "sift_version": "0.1.0",
+        "configs": meta_configs,
+    }
+    (run_dir / "meta.json").write_text(json.dumps(meta))
+    if targets is not None:
+        (run_dir / "targets.txt").write_text("".join(f"{t}\n" for t in targets))
+    return run_dir
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    """Return every file under `directory`: relative path → (bytes, mode)."""
+    return {
+        str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mode)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
