@@ -1,0 +1,172 @@
+"""Benchmark the SQLite store: cache-hit lookups, cap reservations, and the file size over time.
+
+Figures (targets: each median under 1 ms):
+- median `cache_get` of a hit (8 hits decoded), one thread; and per call with 8 threads
+  sharing one store (the shipped design: one connection behind a lock) side by side with
+  8 threads each on its own store (what a connection per thread would give), plus the cost
+  of opening a store, which a connection per request-thread would pay on every request;
+- median `reserve` (one guarded upsert, committed) and `reserve` + `settle`;
+- the file size after 100k cached searches, one a second on an injected clock with the
+  default 1 h TTL, with expiry sweeping on, side by side with sweeping off.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from siftlib import store as store_module  # noqa: E402
+from siftlib.hits import Hit  # noqa: E402
+from siftlib.store import SQLiteStore, cache_key, open_store  # noqa: E402
+
+NOW = 1_764_475_200.0
+DAY = "2025-11-30"
+HITS = [
+    Hit(
+        url=f"https://docs.example.org/section/{i}/page-about-something",
+        title=f"A result title of ordinary length, number {i}",
+        snippet="A snippet of about two hundred characters, as SearXNG and Tavily send them: "
+        "a sentence or two from the page, with the query terms somewhere in the middle of it, "
+        "ending in an ellipsis …",
+        score=1 / (61 + i),
+        source="searxng",
+    )
+    for i in range(8)
+]
+
+
+def key(n: int) -> str:
+    return cache_key(
+        query=f"benchmark query number {n}",
+        sources=["searxng", "tavily"],
+        k=8,
+        merge="rrf",
+        hour_bucket="2025-11-30T04",
+        caller_class="fleet",
+    )
+
+
+def median_us(samples: list[int]) -> float:
+    return statistics.median(samples) / 1000
+
+
+def time_lookups(store: SQLiteStore, keys: list[str], out: list[int]) -> None:
+    for k in keys:
+        started = time.perf_counter_ns()
+        hits = store.cache_get(k, now=NOW)
+        out.append(time.perf_counter_ns() - started)
+        assert hits is not None
+
+
+def bench_lookups(path: Path) -> None:
+    store = open_store(path)
+    keys = [key(n) for n in range(2000)]
+    for k in keys:
+        store.cache_put(k, HITS, now=NOW, ttl=3600)
+
+    time_lookups(store, keys, [])  # warm the page cache and the statement cache
+    one: list[int] = []
+    time_lookups(store, keys * 5, one)
+    print(f"cache hit, 1 thread:                      median {median_us(one):7.1f} µs")
+
+    def run(stores: list[SQLiteStore]) -> tuple[float, float]:
+        samples: list[list[int]] = [[] for _ in range(8)]
+        threads = [
+            threading.Thread(target=time_lookups, args=(stores[i % len(stores)], keys, samples[i]))
+            for i in range(8)
+        ]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        flat = [s for per in samples for s in per]
+        return median_us(flat), len(flat) / elapsed
+
+    shared_median, shared_rate = run([store])
+    own = [open_store(path) for _ in range(8)]
+    own_median, own_rate = run(own)
+    print(
+        f"cache hit, 8 threads, one shared store:   median {shared_median:7.1f} µs, "
+        f"{shared_rate:8.0f} lookups/s"
+    )
+    print(
+        f"cache hit, 8 threads, a store per thread: median {own_median:7.1f} µs, "
+        f"{own_rate:8.0f} lookups/s"
+    )
+    opens: list[int] = []
+    for _ in range(50):
+        started = time.perf_counter_ns()
+        open_store(path).close()
+        opens.append(time.perf_counter_ns() - started)
+    print(f"opening a store (per-request connection): median {median_us(opens):7.1f} µs")
+    for s in [store, *own]:
+        s.close()
+
+
+def bench_reservations(path: Path) -> None:
+    store = open_store(path)
+    reserve: list[int] = []
+    both: list[int] = []
+    for _ in range(3000):
+        started = time.perf_counter_ns()
+        assert store.reserve("tavily", day=DAY, cap=1_000_000)
+        reserve.append(time.perf_counter_ns() - started)
+    for _ in range(3000):
+        started = time.perf_counter_ns()
+        assert store.reserve("brave_llm", day=DAY, cap=1_000_000)
+        store.settle("brave_llm", day=DAY, reserved=1, actual=1)
+        both.append(time.perf_counter_ns() - started)
+    print(f"cap reservation (reserve):                median {median_us(reserve):7.1f} µs")
+    print(f"cap reservation (reserve + settle):       median {median_us(both):7.1f} µs")
+    store.close()
+
+
+def fill(path: Path, searches: int) -> tuple[float, int, int, float]:
+    store = open_store(path)
+    started = time.perf_counter()
+    for n in range(searches):
+        store.cache_put(key(n), HITS, now=NOW + n, ttl=3600)
+    elapsed = time.perf_counter() - started
+    store.close()  # the last close checkpoints the WAL into the file
+    return elapsed, path.stat().st_size, _rows(path), searches / elapsed
+
+
+def _rows(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT count(*) FROM search").fetchone()[0])
+
+
+def bench_size(directory: Path) -> None:
+    searches = 100_000
+    elapsed, size, rows, rate = fill(directory / "swept.db", searches)
+    print(
+        f"100k searches, sweeping on:  {size / 2**20:6.1f} MiB, {rows:6d} rows live, "
+        f"{rate:6.0f} puts/s ({elapsed:4.1f} s)"
+    )
+    store_module.SWEEP_EVERY = 10**9
+    elapsed, size, rows, rate = fill(directory / "unswept.db", searches)
+    print(
+        f"100k searches, sweeping off: {size / 2**20:6.1f} MiB, {rows:6d} rows live, "
+        f"{rate:6.0f} puts/s ({elapsed:4.1f} s)"
+    )
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        directory = Path(tmp)
+        bench_lookups(directory / "lookups.db")
+        bench_reservations(directory / "caps.db")
+        bench_size(directory)
+
+
+if __name__ == "__main__":
+    main()
