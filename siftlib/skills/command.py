@@ -67,7 +67,7 @@ class Reranker(Protocol):
     """Reorders the keyword baseline with the provider (spec §6–§8), or returns it unchanged."""
 
     def search(
-        self, snapshot: Snapshot, query: str, limit: int, baseline: SkillResult
+        self, catalog: Catalog, query: str, limit: int, baseline: SkillResult
     ) -> SkillResult: ...
 
     def close(self) -> None: ...
@@ -100,7 +100,7 @@ class Session:
         baseline = keyword_search(self.snapshot.catalog, query, limit)
         snapshot = self.snapshot
         if self.reranker is not None and snapshot.settings.enabled and snapshot.key:
-            return self.reranker.search(snapshot, query, limit, baseline)
+            return self.reranker.search(snapshot.catalog, query, limit, baseline)
         return baseline
 
     def close(self) -> None:

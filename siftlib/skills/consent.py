@@ -48,7 +48,8 @@ _NUMBERS = {
 }
 _BOOLEANS = ("enabled", "experimental_fit")
 _MAX_MODEL_BYTES = 256
-_SHOWABLE_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Setting-like names only: lowercase words joined by "_", as no pasted secret looks.
+_SHOWABLE_KEY = re.compile(r"(?=.{1,32}$)[a-z]+(?:_[a-z]+)*")
 
 
 @dataclass(frozen=True)

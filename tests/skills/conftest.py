@@ -1,0 +1,96 @@
+"""Skill-search fixtures: a private home directory and a writer of skill folders."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MARKER = "BODY-MARKER-never-read-by-search"
+
+
+@pytest.fixture
+def catalog_dir() -> Path:
+    """The hand-written skill folders of `testdata/skills/catalog`."""
+    return REPO_ROOT / "testdata" / "skills" / "catalog"
+
+
+@pytest.fixture
+def real_catalog_json() -> Path:
+    """The real catalog beside the clone (`../shared/realdata`); its absence fails the test."""
+    path = REPO_ROOT.parent / "shared" / "realdata" / "skills" / "catalog.json"
+    assert path.is_file(), f"{path} is missing: the shared real data must sit beside the clone"
+    return path
+
+
+@pytest.fixture(autouse=True)
+def user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point `~` at an empty folder, so the developer's own skills never join a catalog."""
+    home = tmp_path_factory.mktemp("user-home")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def write_skill() -> Callable[..., Path]:
+    """Return a function writing `<root>/<folder>/SKILL.md` from frontmatter lines and a body."""
+
+    def write(root: Path, folder: str, *frontmatter: str, body: str = "Body.\n") -> Path:
+        path = root / folder / "SKILL.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("---\n" + "".join(f"{line}\n" for line in frontmatter) + "---\n" + body)
+        return path
+
+    return write
+
+
+@pytest.fixture
+def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[object]]:
+    """Record (and refuse) every outbound connection or name lookup."""
+    attempts: list[object] = []
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        attempts.append(args)
+        raise OSError("network access in a test that must stay offline")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+    yield attempts
+
+
+@pytest.fixture
+def real_skills_dir(real_catalog_json: Path, tmp_path: Path) -> Path:
+    """Write the real catalog out as skill folders (bodies hold a marker) and return the root."""
+    root = tmp_path / "real-skills"
+    entries = json.loads(real_catalog_json.read_text(encoding="utf-8"))
+    write_real_catalog(entries, root)
+    return root
+
+
+def write_real_catalog(entries: list[dict[str, Any]], root: Path) -> None:
+    """Write each entry as a skill folder; the second `skill-creator` gets its own folder."""
+    folders: set[str] = set()
+    for entry in entries:
+        folder = entry["name"]
+        while folder in folders:
+            folder += "-" + entry["source"].split("/")[0]
+        folders.add(folder)
+        description = entry["description"]
+        if "\n" in description:
+            block = "".join(f"  {line}\n" for line in description.split("\n"))
+            value = "|-\n" + block.rstrip("\n")
+        else:
+            value = json.dumps(description, ensure_ascii=False)
+        lines = [f"name: {entry['name']}", f"description: {value}", "license: see source"]
+        if entry.get("disable_model_invocation"):
+            lines.append("disable-model-invocation: true")
+        path = root / folder / "SKILL.md"
+        path.parent.mkdir(parents=True)
+        path.write_text("---\n" + "\n".join(lines) + "\n---\n\n" + MARKER + "\n", encoding="utf-8")
