@@ -70,8 +70,6 @@ def _search_local(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(
             f"no search source is enabled: set {ENABLE_KEYS} to true in {config.path}"
         )
-    if args.allow_private_upstreams:
-        print("sift: WARNING: --allow-private-upstreams is for tests only", file=sys.stderr)
     store = open_store(config.db)
     searcher = Searcher(
         config,
