@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -306,7 +308,7 @@ def _make_read_only(path: Path) -> None:
 
 
 def _make_corrupt(path: Path) -> None:
-    path.parent.mkdir(parents=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"\x00not sqlite\x00" * 1000)
 
 
@@ -335,3 +337,48 @@ def test_a_broken_database_serves_every_search_uncached_with_a_warning(
     # The cap still holds, in memory.
     assert search(searcher, query="other").warnings == ["tavily: daily cap", f"store: {problem}"]
     assert db_path.read_bytes() == before
+
+
+def test_sift_search_local_shares_the_store_at_the_default_path(
+    upstreams: Upstreams, httpserver: HTTPServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from siftlib.cli import main
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[search.searxng]\nenabled = true\nurl = "{httpserver.url_for("")}searx"\n')
+    argv = ["search", "--local", "--json", "--config", str(config), "sqlite wal"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(argv) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert (first["cached"], second["cached"]) == (False, True)
+    assert second["results"] == first["results"]
+    assert upstreams.calls["searxng"] == 1
+    default = Path(os.environ["XDG_STATE_HOME"]) / "sift" / "cache.db"
+    with sqlite3.connect(default) as db:
+        assert db.execute("SELECT count(*) FROM search").fetchone() == (1,)
+
+
+def test_sift_search_local_with_a_corrupt_store_still_answers(
+    upstreams: Upstreams,
+    httpserver: HTTPServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from siftlib.cli import main
+
+    db = tmp_path / "server.db"
+    _make_corrupt(db)
+    before = db.read_bytes()
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[server]\ndb = "{db}"\n'
+        f'[search.searxng]\nenabled = true\nurl = "{httpserver.url_for("")}searx"\n'
+    )
+    assert main(["search", "--local", "--config", str(config), "sqlite wal"]) == 0
+    out, err = capsys.readouterr()
+    assert "https://s.example/1/0" in out
+    assert "sift: warning: store: the database file is corrupt" in err
+    assert str(db) in caplog.text  # the log line names the file to move aside
+    assert db.read_bytes() == before
