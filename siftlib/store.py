@@ -20,15 +20,16 @@ Decisions:
 - Value: a JSON list of {url, title, snippet, score, source}; nothing else is ever written.
 - Expiry: a row expires at `now + ttl`, but never after the end of its UTC hour: the key holds
   the hour bucket, so nobody can hit it later, and the file stays bounded by one hour of
-  searches. Expired rows are never served; `sweep()` deletes them, and so does every 256th
-  `cache_put`.
+  searches. Expired rows are never served; `sweep()` deletes them, and so do a store's first
+  `cache_put` and every 256th after it.
 - Threads: one connection per store behind a lock. The server runs a thread per request, so a
   connection per thread would be opened and torn down on every request; a lookup takes tens
   of microseconds, so serialising them is cheap (tests/bench/bench_store.py measures it).
 - Processes: a reservation is one guarded upsert, atomic inside SQLite, so threads and
   processes sharing the file never pass the cap. The busy timeout is 1 s; a lock held longer
   is a fault for that operation only. `settle` records the actual credits even past the cap
-  (they are spent); `release` gives an unused reservation back.
+  (they are spent); `release` gives an unused reservation back. The `credits` table keeps one
+  row per source and day as history (a few bytes a day); nothing sweeps it.
 - Faults never fail a search. A corrupt, read-only or unopenable file, or one written by a
   newer sift, disables the file for the life of the process: `problem` says so, cache
   operations raise `StoreError`, and the file is left exactly as it was (a corrupt file is
@@ -38,7 +39,9 @@ Decisions:
 - Cap accounting never raises: without the file, credits go to an in-memory ledger per
   (source, day), which starts from the last total this process read from the file, so the
   cap still holds within the process. Credits settled while the file is back are written to
-  it; credits settled during a fault count only in this process.
+  it; credits settled during a fault count only in this process. (Which ledger holds a
+  reservation is inferred from its size, so a settle racing the end of a fault may book a
+  credit in the other one.) `sweep` and `daily_credits` never raise either.
 - Schema: `PRAGMA user_version`; `_MIGRATIONS[n]` takes version n to n + 1 inside one
   `BEGIN IMMEDIATE`, so two processes starting together migrate once.
 """
@@ -166,11 +169,12 @@ class SQLiteStore:
                 "INSERT OR REPLACE INTO search (key, expires, hits) VALUES (?, ?, ?)",
                 (key, expires, value),
             )
-            self._puts += 1
+            # The first put sweeps too, so one-shot `sift search --local` runs clean up as well.
             if self._puts % SWEEP_EVERY == 0:
                 db.execute("DELETE FROM search WHERE expires <= ?", (now,))
 
         self._run(put)
+        self._puts += 1
 
     def sweep(self, *, now: float) -> int:
         """Delete expired rows and return how many went; a fault deletes nothing (never raises)."""

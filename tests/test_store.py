@@ -34,6 +34,11 @@ def key(**changes: object) -> str:
     return cache_key(**{**KEY_PARTS, **changes})  # type: ignore[arg-type]
 
 
+def count_rows(db_path: Path) -> int:
+    with sqlite3.connect(db_path) as db:
+        return int(db.execute("SELECT count(*) FROM search").fetchone()[0])
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "state" / "server.db"
@@ -145,17 +150,25 @@ def test_sweep_deletes_expired_rows_only(store: SQLiteStore, db_path: Path) -> N
     store.cache_put(key(k=3), HITS, now=NOW, ttl=600)
     assert store.sweep(now=NOW + 120) == 2
     assert store.sweep(now=NOW + 120) == 0
-    with sqlite3.connect(db_path) as db:
-        assert db.execute("SELECT count(*) FROM search").fetchone() == (1,)
+    assert count_rows(db_path) == 1
     assert store.cache_get(key(k=3), now=NOW + 120) == HITS
 
 
 def test_puts_sweep_expired_rows_now_and_then(store: SQLiteStore, db_path: Path) -> None:
-    for k in range(store_module.SWEEP_EVERY - 1):
+    for k in range(store_module.SWEEP_EVERY):
         store.cache_put(key(k=k), HITS, now=NOW, ttl=60)
+    assert count_rows(db_path) == store_module.SWEEP_EVERY
     store.cache_put(key(k=-1), HITS, now=NOW + 61, ttl=60)
-    with sqlite3.connect(db_path) as db:
-        assert db.execute("SELECT count(*) FROM search").fetchone() == (1,)
+    assert count_rows(db_path) == 1
+
+
+def test_the_first_put_of_a_store_sweeps(db_path: Path) -> None:
+    # One-shot `sift search --local` runs make one put each: they must clean up too.
+    for k in range(3):
+        once = open_store(db_path)
+        once.cache_put(key(k=k), HITS, now=NOW + k * 100, ttl=60)
+        once.close()
+    assert count_rows(db_path) == 1
 
 
 def test_restricted_and_fleet_partitions_are_isolated_both_ways(store: SQLiteStore) -> None:
