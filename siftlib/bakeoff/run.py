@@ -20,7 +20,8 @@ one credit — sift and the agent-style call both use basic search): if what is 
 bound would pass the ceiling, the line is not run and says `"skipped": "max credits"`, and so
 is every later line that uses a paid source. A configuration mixing free and paid sources is
 skipped whole: running its free part alone would record a different configuration under its
-name. SearXNG alone keeps running to the end.
+name. SearXNG alone keeps running to the end. A paid call that timed out counts one against
+the ceiling (the provider may have charged it), though the line records no credits for it.
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def run_bakeoff(
                     line = Line(query_index=index, query=query, config=config, skipped=SKIPPED)
                 else:
                     line = measure(searcher, config, index, query, k=k, clock=clock)
-                    spent += sum(line.credits.values())
+                    spent += charged(line)
                 results.write(line.to_json() + "\n")
                 results.flush()
 
@@ -149,6 +150,12 @@ def run_bakeoff(
             "enable and key the sources in the config (see meta.json)"
         )
     return meta
+
+
+def charged(line: Line) -> int:
+    """Return what a line counts against `--max-credits`: its credits, plus timed-out paid calls."""
+    timed_out = sum(f"{source}: timeout" in line.warnings for source in PAID_SOURCES)
+    return sum(line.credits.values()) + timed_out
 
 
 def measure(

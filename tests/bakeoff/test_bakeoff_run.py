@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from siftlib.bakeoff.run import read_query_set, run_bakeoff
+from siftlib.bakeoff.run import charged, read_query_set, run_bakeoff
+from siftlib.bakeoff.rundir import Line
 from siftlib.cli import main
 
 from .conftest import QUERIES, TARGETS, write_config, write_inputs
@@ -215,3 +217,22 @@ def test_the_daily_cap_still_applies(tmp_path, providers, open_searcher):
     assert lines[(1, "tavily-direct")]["credits"] == {"tavily": 0, "brave_llm": 0}
     assert "tavily: daily cap" in lines[(2, "searxng+brave+tavily")]["warnings"]
     assert lines[(2, "searxng+brave+tavily")]["hits"]  # the other sources still answered
+
+
+def test_a_timed_out_paid_call_counts_against_the_ceiling():
+    line = Line(
+        query_index=0,
+        query="q",
+        config="searxng+brave+tavily",
+        credits={"tavily": 0, "brave_llm": 1},
+        warnings=["tavily: timeout", "searxng: timeout"],
+    )
+    assert charged(line) == 2  # Brave's call, and Tavily's that may have been charged
+
+
+def test_the_shipped_example_set_is_a_valid_labelled_input():
+    example = Path(__file__).resolve().parents[2] / "bakeoff" / "example"
+    plan = read_query_set(example / "search_queries.txt", example / "search_targets.txt")
+    kinds = {("open" if t == "open" else "url" if "://" in t else "domain") for t in plan.targets}
+    assert kinds == {"open", "url", "domain"} and len(plan.queries) == 10
+    assert "EXAMPLE" in (example / "README.md").read_text()
