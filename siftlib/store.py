@@ -284,11 +284,7 @@ class SQLiteStore:
         if lasting and self._conn is not None:
             self._conn.close()
             self._conn = None
-            log.warning(
-                "store: %s (%s); it is left untouched and searches are served uncached",
-                problem,
-                self.path,
-            )
+            _report(problem, self.path)
         return StoreError(problem)
 
 
@@ -315,8 +311,17 @@ def open_store(path: Path) -> SQLiteStore:
 
 
 def _faulted(path: Path, problem: str) -> SQLiteStore:
-    log.warning("store: %s (%s); searches are served uncached", problem, path)
+    _report(problem, path)
     return SQLiteStore(path, None, problem)
+
+
+def _report(problem: str, path: Path) -> None:
+    log.warning(
+        "store: %s (%s); it is left untouched and searches are served uncached "
+        "until it is fixed or moved aside",
+        problem,
+        path,
+    )
 
 
 def _prepare(db: sqlite3.Connection) -> None:
