@@ -6,35 +6,42 @@ Each source gets one `Upstream`, built at start from its config URL only:
     if not upstream.refused:
         response = upstream.client.post("https://api.tavily.com/search", json=body)
 
-Mechanism. `upstream.client` is an ordinary `httpx.Client` whose transport is an
-`httpx.HTTPTransport` with its httpcore connection pool rebuilt around our own
-`httpcore.NetworkBackend`. httpcore hands that backend the host and port of the request's URL
-in `connect_tcp`; the backend checks them against the configured host and port, ignores the
-name otherwise, and opens a TCP socket only to the IP addresses this module resolved and
-checked itself, on that port. httpcore never resolves a name, so a DNS answer that changes
-between our check and the connect (rebinding) cannot reach the socket. TLS is layered by
-httpcore on top of that socket with the request's host as SNI and for hostname verification,
-so the certificate is checked against the configured name, never the IP. The transport also
-refuses, before the pool is asked, any request whose scheme, host or port differs from the
-configured ones (this is what stops a redirect elsewhere) and any request while the latest
-resolution is refused (so a pooled keep-alive connection is not reused after rebinding).
-httpx and httpcore are pinned by the `httpx<0.29` requirement; the one private attribute used
-(`HTTPTransport._pool`) and httpcore's `SyncStream` are exercised by the tests.
+Mechanism. `upstream.client` is an ordinary `httpx.Client`; its transport is an
+`httpx.HTTPTransport` whose httpcore connection pool is built around our own
+`httpcore.NetworkBackend`. httpcore hands that backend the host and port of the request URL
+in `connect_tcp`; the backend refuses any other host or port than the configured ones, and
+otherwise opens a TCP socket only to the IP addresses this module resolved and checked
+itself, on that port. httpcore never resolves a name, so a DNS answer that changes after our
+check (rebinding) cannot reach a socket. httpcore then layers TLS over that socket with the
+request's host as SNI and for hostname verification: the certificate is checked against the
+configured name, never the IP. Above the pool, the transport refuses any request whose
+scheme, host or port differs from the configured ones, and every request while the latest
+resolution is refused, so a pooled keep-alive connection is not reused after a rebinding.
+(After a refresh to other acceptable addresses, a kept-alive connection to an old, checked
+address may finish its few seconds of keep-alive.) The transport touches one private
+attribute, `HTTPTransport._pool`, and uses httpcore's `SyncStream`; the `httpx<0.29`
+requirement pins both, and the tests exercise both.
 
-Resolution happens at open and again whenever `refresh_interval` (10 minutes) has passed,
-checked on each request and on each `refused` read. A refused or failed resolution is retried
-sooner, after at most 30 s, so one DNS hiccup at start does not silence a source for ten
-minutes. An answer is acceptable when it is not empty, holds no cloud metadata address, and —
-for a source that must be public (Brave, Tavily) — every record is public by `is_public`.
-SearXNG (`public=False`) may resolve to loopback or private addresses but is pinned all the
-same. `allow_private=True` (the test-only `--allow-private-upstreams`) lets a public source use
-non-public addresses and logs a loud warning at open; nothing else relaxes the boundary.
+Resolution happens at open and again once `refresh_interval` (10 minutes) has passed, checked
+on every request and every `refused` read. An unacceptable answer (or a failed lookup) is
+retried sooner, after at most 30 s, so one DNS hiccup at start does not silence a source for
+ten minutes. An answer is acceptable when it is not empty, holds no cloud metadata address
+and, for a source that must be public (Brave, Tavily), when every record `is_public`.
+SearXNG (`public=False`) may resolve to loopback or private addresses and is pinned all the
+same. `allow_private=True` (the test-only `--allow-private-upstreams`) lets a public source
+use non-public addresses, still pinned, and logs a loud warning at open. Nothing else relaxes
+the boundary: a caller-supplied `ssl_context` must verify certificates and hostnames.
 
-The client: `trust_env=False` (no proxy or netrc from the environment), a cookie jar whose
-policy accepts no cookie, redirects followed at most one hop (and, by the transport check,
-only to the same scheme, host and port), TLS against the system roots with hostname
-verification. Failures are httpx exceptions; `UpstreamRefused` (an `httpx.ConnectError`) is
-raised before any byte is sent. Error texts and log lines never carry a host or URL.
+The client: `trust_env=False` (no proxy from the environment; with an explicit transport
+httpx would ignore them anyway), a cookie jar whose policy accepts no cookie, and redirects
+followed at most one hop, only within the configured scheme, host and port. A response hook
+refuses any other redirect with `RedirectRefused`, an `httpx.TooManyRedirects`, because the
+first request *was* sent (a daily cap must not be refunded); the transport's origin check
+stands behind it. `UpstreamRefused`, an `httpx.ConnectError`, always means nothing was sent.
+TLS verifies against the system roots: `ssl.create_default_context()`, i.e. OpenSSL's default
+store, which the operator may point elsewhere with `SSL_CERT_FILE`/`SSL_CERT_DIR` (how the
+system's roots are configured on some hosts); there is no switch to turn verification off.
+Error texts and log lines never carry a host or URL.
 
 Not public (`is_public` is False), one table below, each row tested:
 
@@ -133,12 +140,11 @@ class RedirectRefused(httpx.TooManyRedirects):
 
 def is_public(ip: str | IPAddress) -> bool:
     """Tell whether an address is a public unicast address a public source may resolve to."""
-    address = ipaddress.ip_address(ip) if isinstance(ip, str) else ip
+    address = _unscoped(ipaddress.ip_address(ip) if isinstance(ip, str) else ip)
     if address in _METADATA:
         return False
     if isinstance(address, ipaddress.IPv4Address):
         return not any(address in net for net in _NOT_PUBLIC_V4)
-    address = ipaddress.IPv6Address(address.packed)  # drop any %scope before comparing
     if address in _NAT64:
         return is_public(ipaddress.IPv4Address(address.packed[-4:]))
     if address not in _GLOBAL_V6:
@@ -151,9 +157,21 @@ def is_public(ip: str | IPAddress) -> bool:
     return not any(address in net for net in _NOT_PUBLIC_V6)
 
 
-def _is_metadata(address: IPAddress) -> bool:
+def _unscoped(address: IPAddress) -> IPAddress:
+    """Drop an IPv6 `%scope`, which would make every network comparison false."""
     if isinstance(address, ipaddress.IPv6Address):
-        address = ipaddress.IPv6Address(address.packed)
+        return ipaddress.IPv6Address(address.packed)
+    return address
+
+
+def _is_metadata(address: IPAddress) -> bool:
+    """Tell whether an address reaches a cloud metadata service, also IPv4-mapped or NAT64."""
+    address = _unscoped(address)
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        elif address in _NAT64:
+            address = ipaddress.IPv4Address(address.packed[-4:])
     return address in _METADATA
 
 
@@ -189,8 +207,10 @@ class _Pin:
     def addresses(self) -> tuple[str, ...]:
         """Return the pinned addresses, re-resolving first if due; empty means refused."""
         with self._lock:
-            wait = self._refresh_interval if self._addresses else _RETRY_REFUSED
-            if self._clock() - self._resolved_at >= min(wait, self._refresh_interval):
+            due = self._refresh_interval
+            if not self._addresses:
+                due = min(due, _RETRY_REFUSED)
+            if self._clock() - self._resolved_at >= due:
                 self._resolve()
             return self._addresses
 
@@ -241,17 +261,6 @@ class _PinnedBackend(httpcore.NetworkBackend):
         if isinstance(error, TimeoutError):
             raise httpcore.ConnectTimeout(str(error)) from error
         raise httpcore.ConnectError(str(error)) from error
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        raise UpstreamRefused("upstream refused: unix sockets are outside the pinned set")
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
 
 class _PinnedTransport(httpx.HTTPTransport):
@@ -323,6 +332,8 @@ class _NoCookies(DefaultCookiePolicy):
 
 class Upstream:
     """One source's pinned HTTP client, built from its config URL only."""
+
+    client: httpx.Client
 
     def __init__(self, client: httpx.Client, pin: _Pin) -> None:
         self.client = client

@@ -413,14 +413,27 @@ def test_backend_refuses_another_port_at_the_socket(sentinel: Sentinel) -> None:
 
 
 @pytest.mark.parametrize("public", [True, False])
-def test_metadata_address_is_refused_for_every_source(public: bool, sentinel: Sentinel) -> None:
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "169.254.169.254",
+        "100.100.100.200",
+        "168.63.129.16",
+        "fd00:ec2::254",
+        "::ffff:169.254.169.254",  # IPv4-mapped: a dual-stack socket reaches the IPv4 address
+        "64:ff9b::a9fe:a9fe",  # NAT64
+    ],
+)
+def test_metadata_address_is_refused_for_every_source(
+    public: bool, answer: str, sentinel: Sentinel
+) -> None:
     url = f"http://metadata.test:{sentinel.port}/"
     with open_upstream(
         url,
         public=public,
         timeout=1.0,
         allow_private=True,
-        resolver=fixed("169.254.169.254"),
+        resolver=fixed("10.0.0.1", answer),
     ) as upstream:
         assert upstream.refused
         with pytest.raises(UpstreamRefused):
@@ -457,6 +470,20 @@ def test_all_addresses_failing_is_a_connect_error_not_a_refusal(sentinel: Sentin
     ):
         upstream.client.get(url)
     assert not isinstance(caught.value, UpstreamRefused)
+
+
+def test_a_connect_timeout_is_a_timeout() -> None:
+    def silent(address: tuple[str, int], timeout: float | None) -> socket.socket:
+        raise TimeoutError("timed out")
+
+    url = "http://searxng.test:8888/"
+    with (
+        open_upstream(
+            url, public=False, timeout=1.0, resolver=fixed("10.0.0.1"), connect=silent
+        ) as upstream,
+        pytest.raises(httpx.ConnectTimeout),
+    ):
+        upstream.client.get(url)
 
 
 # --- refresh and rebinding ---------------------------------------------------------------
