@@ -105,8 +105,6 @@ def _run(args: argparse.Namespace) -> int:
     if not 1 <= k <= MAX_K:
         raise BakeoffError(f"--k must be from 1 to {MAX_K}, not {k}")
     plan = read_query_set(Path(args.queries), Path(args.targets))
-    if args.allow_private_upstreams:
-        print("sift: WARNING: --allow-private-upstreams is for tests only", file=sys.stderr)
     store = open_store(config.db)
     searcher = Searcher(
         config,
