@@ -38,7 +38,6 @@ KEY = "key.json"
 JUDGMENTS = "judgments.csv"
 LOCK = ".blind.lock"
 JUDGMENTS_HEADER = "query,pack,found"
-HIT_FIELDS = ("rank", "url", "title", "snippet")
 
 
 def write_blind(run_dir: Path, *, rng: random.Random | None = None) -> list[Path]:

@@ -31,13 +31,6 @@ COLUMNS = (
 )
 
 
-def rate_text(rate: Fraction | None) -> str:
-    """Format a hit rate as a percentage with its fraction, e.g. `75.0% (3/4)`."""
-    if rate is None:
-        return "n/a"
-    return f"{float(rate) * 100:.1f}% ({rate.numerator}/{rate.denominator})"
-
-
 def _rate_cell(hits: int, total: int) -> str:
     # Keep the raw counts (6/8, not 3/4): the reader checks them against the sheet.
     return "n/a" if not total else f"{hits / total * 100:.1f}% ({hits}/{total})"
