@@ -1,0 +1,339 @@
+"""`sift rerank-skills eval`: selection and no-match accuracy on labelled queries (skills.md §9).
+
+    sift rerank-skills eval --fixtures testdata/skills/eval/queries.jsonl [--max-requests N]
+
+The fixtures file holds one `{"query": "…", "expect": "<skill name>" | null}` object per line.
+The catalog is the `--skills-dir` folders, or else the `catalog/` folder beside the fixtures
+file; only skills under those folders count (the user's and the project's skill folders are
+left out, so figures do not depend on the machine). Every query runs in keyword mode and, when
+the global config opts in and `TYPESAFE_API_KEY` is set, in reranked mode too, with one
+session (and so one cache) for the whole run.
+
+Figures per mode: selection accuracy (the first match is the expected skill, over queries that
+expect one), no-match accuracy (no match at all, over queries that expect none), p50/p90
+latency of the whole search (nearest-rank percentiles) and the provider tokens reported.
+`--max-requests N` is a hard ceiling on provider requests: a search makes at most one, so the
+reranked run stops before the search that could exceed it, and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from siftlib.config import resolve_config_path
+from siftlib.skills.catalog import Catalog, discover
+from siftlib.skills.consent import api_key, load_settings
+from siftlib.skills.keyword import (
+    DEFAULT_LIMIT,
+    ToolError,
+    check_limit,
+    keyword_search,
+    query_terms,
+)
+from siftlib.skills.rerank import Attempt, AttemptEvent, Observer, Reranker, SearchObservation
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """One labelled query: the skill it should find, or None when no skill fits."""
+
+    query: str
+    expect: str | None
+
+
+@dataclass
+class ModeReport:
+    """The figures of one mode over the queries it ran."""
+
+    mode: str
+    selection_hits: int = 0
+    selection_total: int = 0
+    no_match_hits: int = 0
+    no_match_total: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    decisions: Counter[str] = field(default_factory=Counter)
+    stopped_at_ceiling: bool = False
+
+    @property
+    def queries(self) -> int:
+        """How many queries this mode ran."""
+        return self.selection_total + self.no_match_total
+
+    @property
+    def selection_accuracy(self) -> float | None:
+        """Share of queries expecting a skill whose first match is that skill."""
+        return self.selection_hits / self.selection_total if self.selection_total else None
+
+    @property
+    def no_match_accuracy(self) -> float | None:
+        """Share of queries expecting no skill that got no match."""
+        return self.no_match_hits / self.no_match_total if self.no_match_total else None
+
+    def percentile_ms(self, p: float) -> float | None:
+        """Return the nearest-rank percentile `p` (0–100) of the latencies."""
+        if not self.latencies_ms:
+            return None
+        ordered = sorted(self.latencies_ms)
+        return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the figures as a JSON object."""
+        return {
+            "mode": self.mode,
+            "queries": self.queries,
+            "selection_accuracy": self.selection_accuracy,
+            "selection": [self.selection_hits, self.selection_total],
+            "no_match_accuracy": self.no_match_accuracy,
+            "no_match": [self.no_match_hits, self.no_match_total],
+            "p50_ms": self.percentile_ms(50),
+            "p90_ms": self.percentile_ms(90),
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "decisions": dict(sorted(self.decisions.items())),
+            "stopped_at_ceiling": self.stopped_at_ceiling,
+        }
+
+
+def load_fixtures(path: Path, catalog: Catalog) -> list[Fixture]:
+    """Read the labelled queries; raise `ToolError` naming the first bad line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ToolError(f"cannot read fixtures {path}: {exc.__class__.__name__}") from None
+    names = {skill.name for skill in catalog.skills}
+    fixtures = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            item = json.loads(line)
+        except ValueError:
+            raise ToolError(f"{where}: not a JSON object") from None
+        if not isinstance(item, dict) or set(item) != {"query", "expect"}:
+            raise ToolError(f'{where}: expected {{"query": …, "expect": …}}')
+        query, expect = item["query"], item["expect"]
+        if not isinstance(query, str) or not query_terms(query):
+            raise ToolError(f"{where}: the query has no search terms")
+        if expect is not None and not isinstance(expect, str):
+            raise ToolError(f"{where}: expect must be a skill name or null")
+        if expect is not None and expect not in names:
+            raise ToolError(f"{where}: expected skill {expect!r} is not in the catalog")
+        fixtures.append(Fixture(query, expect))
+    if not fixtures:
+        raise ToolError(f"{path}: no labelled queries")
+    return fixtures
+
+
+def load_catalog(folders: Sequence[Path]) -> Catalog:
+    """Discover the skills under `folders` only."""
+    roots = [Path(os.path.abspath(folder)) for folder in folders]
+    for root in roots:
+        if not root.is_dir():
+            raise ToolError(f"skills directory {root} not found")
+    found = discover(skills_dirs=roots, cwd=roots[0], home=roots[0])
+    inside = tuple(s for s in found.skills if any(s.base_dir.is_relative_to(r) for r in roots))
+    return Catalog(skills=inside, diagnostics=found.diagnostics)
+
+
+def evaluate(
+    mode: str,
+    catalog: Catalog,
+    fixtures: Sequence[Fixture],
+    *,
+    limit: int,
+    rerank: Callable[[Sequence[Observer]], Reranker] | None = None,
+    max_requests: int | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> ModeReport:
+    """Run every fixture in keyword mode, or reranked by `rerank(observers)`, and gather figures."""
+    report = ModeReport(mode)
+    reranker = None if rerank is None else rerank([_Observer(report)])
+    try:
+        _run_fixtures(report, catalog, fixtures, limit, reranker, max_requests, clock)
+    finally:
+        if reranker is not None:
+            reranker.close()
+    return report
+
+
+def _run_fixtures(
+    report: ModeReport,
+    catalog: Catalog,
+    fixtures: Sequence[Fixture],
+    limit: int,
+    reranker: Reranker | None,
+    max_requests: int | None,
+    clock: Callable[[], float],
+) -> None:
+    for fixture in fixtures:
+        if reranker is not None and max_requests is not None and report.requests >= max_requests:
+            report.stopped_at_ceiling = True
+            break
+        started = clock()
+        result = keyword_search(catalog, fixture.query, limit)
+        if reranker is not None:
+            result = reranker.search(catalog, fixture.query, limit, result)
+        report.latencies_ms.append((clock() - started) * 1000.0)
+        if fixture.expect is None:
+            report.no_match_total += 1
+            report.no_match_hits += not result.matches
+        else:
+            report.selection_total += 1
+            first = result.matches[0].name if result.matches else None
+            report.selection_hits += first == fixture.expect
+
+
+class _Observer:
+    """Counts requests, decisions and tokens from the reranker's observations."""
+
+    def __init__(self, report: ModeReport) -> None:
+        self.report = report
+
+    def __call__(self, event: Attempt | SearchObservation) -> None:
+        report = self.report
+        if isinstance(event, Attempt):
+            report.requests += event.event is AttemptEvent.STARTED
+            return
+        report.decisions[event.decision.value] += 1
+        report.input_tokens += event.input_tokens or 0
+        report.output_tokens += event.output_tokens or 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    """Run `sift rerank-skills eval` and print its report."""
+    try:
+        if len(args.query) > 1:
+            raise ToolError("eval takes no query; use --fixtures FILE")
+        if not args.fixtures:
+            raise ToolError("eval needs --fixtures FILE")
+        fixtures_path = Path(args.fixtures)
+        limit = _integer(args.limit, "--limit", DEFAULT_LIMIT)
+        check_limit(limit)
+        max_requests = None
+        if args.max_requests is not None:
+            max_requests = _integer(args.max_requests, "--max-requests", 0)
+        folders = [Path(d) for d in args.skills_dir] or [fixtures_path.parent / "catalog"]
+        catalog = load_catalog(folders)
+        fixtures = load_fixtures(fixtures_path, catalog)
+    except ToolError as exc:
+        return _error(args, str(exc))
+    for diagnostic in catalog.diagnostics:
+        sys.stderr.write(f"sift rerank-skills eval: {diagnostic}\n")
+    cwd = Path(os.path.abspath(args.cwd or os.getcwd()))
+    settings, diagnostics = load_settings(resolve_config_path(args.config), cwd=cwd)
+    for diagnostic in diagnostics:
+        sys.stderr.write(f"sift rerank-skills eval: {diagnostic}\n")
+    reports = [evaluate("keyword", catalog, fixtures, limit=limit)]
+    key = api_key(settings)
+    if settings.enabled and key:
+        opted_in, secret = settings, key
+
+        def rerank(observers: Sequence[Observer]) -> Reranker:
+            return Reranker(opted_in, secret, observers=observers)
+
+        reports.append(
+            evaluate(
+                "reranked",
+                catalog,
+                fixtures,
+                limit=limit,
+                rerank=rerank,
+                max_requests=max_requests,
+            )
+        )
+    if args.json:
+        print(json.dumps(report_json(catalog, fixtures, limit, reports)))
+    else:
+        print(render_report(catalog, fixtures, limit, reports))
+    return 0
+
+
+def report_json(
+    catalog: Catalog, fixtures: Sequence[Fixture], limit: int, reports: Sequence[ModeReport]
+) -> dict[str, Any]:
+    """Return the whole evaluation as one JSON object."""
+    return {
+        "skills": len(catalog.skills),
+        "queries": len(fixtures),
+        "expect_skill": sum(f.expect is not None for f in fixtures),
+        "expect_none": sum(f.expect is None for f in fixtures),
+        "limit": limit,
+        "modes": {report.mode: report.to_json() for report in reports},
+    }
+
+
+def render_report(
+    catalog: Catalog, fixtures: Sequence[Fixture], limit: int, reports: Sequence[ModeReport]
+) -> str:
+    """Return the evaluation as a small table, one row per mode."""
+    expecting = sum(f.expect is not None for f in fixtures)
+    lines = [
+        f"{len(fixtures)} labelled queries ({expecting} expect a skill,"
+        f" {len(fixtures) - expecting} expect none) over {len(catalog.skills)} skills,"
+        f" limit {limit}",
+        "",
+        f"{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}{'p50 ms':>9}"
+        f"{'p90 ms':>9}{'requests':>10}{'tokens in':>11}{'tokens out':>12}",
+    ]
+    for r in reports:
+        lines.append(
+            f"{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
+            f"{_percent(r.no_match_accuracy):>10}{_ms(r.percentile_ms(50)):>9}"
+            f"{_ms(r.percentile_ms(90)):>9}{r.requests:>10}{r.input_tokens:>11}"
+            f"{r.output_tokens:>12}"
+        )
+    for r in reports:
+        if r.decisions and r.mode != "keyword":
+            counts = ", ".join(f"{name} {count}" for name, count in sorted(r.decisions.items()))
+            lines.append(f"\n{r.mode} decisions: {counts}")
+        if r.stopped_at_ceiling:
+            lines.append(
+                f"{r.mode}: stopped at the --max-requests ceiling ({r.requests} requests)"
+                f" after {r.queries} of {len(fixtures)} queries"
+            )
+    if len(reports) == 1:
+        lines.append(
+            "\nreranked: not run (reranking is not enabled in the global config,"
+            " or TYPESAFE_API_KEY is not set)"
+        )
+    return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _integer(text: str | None, option: str, default: int) -> int:
+    if text is None:
+        return default
+    stripped = text.strip()
+    if not stripped.isdigit() or not stripped.isascii():
+        raise ToolError(f"{option} must be a non-negative integer")
+    return int(stripped)
+
+
+def _error(args: argparse.Namespace, message: str) -> int:
+    if args.json:
+        print(json.dumps({"error": message}))
+    else:
+        sys.stderr.write(f"sift rerank-skills eval: {message}\n")
+    return 2
