@@ -443,11 +443,13 @@ class Handler(BaseHTTPRequestHandler):
     ) -> None:
         body = json.dumps(payload, ensure_ascii=False).encode() + b"\n"
         headers_in = getattr(self, "headers", None)
-        has_body = headers_in is not None and (
-            headers_in.get("Content-Length", "0").strip() not in ("", "0")
-            or "Transfer-Encoding" in headers_in
+        bodiless = headers_in is None or (
+            (headers_in.get_all("Content-Length") or ["0"]) == ["0"]
+            and "Transfer-Encoding" not in headers_in
         )
-        unread = has_body and not getattr(self, "_body_read", False)
+        # A POST's body not read here (refused first) must not be parsed as the next request.
+        expects_body = not bodiless or getattr(self, "command", None) == "POST"
+        unread = expects_body and not getattr(self, "_body_read", False)
         if unread or self.server.draining.is_set():
             self.close_connection = True
         self.send_response(status)

@@ -26,6 +26,15 @@ from siftlib.store import open_store
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 
 
+def searxng_body(n: int, *, prefix: str = "https://example.org/page") -> bytes:
+    """Return a SearXNG JSON answer with `n` results, best first."""
+    results = [
+        {"url": f"{prefix}{i}", "title": f"Page {i}", "content": f"About page {i}.", "score": n - i}
+        for i in range(n)
+    ]
+    return json.dumps({"query": "q", "results": results, "unresponsive_engines": []}).encode()
+
+
 def fixture_bytes(name: str) -> bytes:
     """Return a recorded provider response from `testdata/`, e.g. `tavily/standard.json`."""
     return (TESTDATA / name).read_bytes()
@@ -88,7 +97,9 @@ class FakeUpstream:
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
 
     def close(self) -> None:
@@ -133,6 +144,7 @@ def write_config(
     restricted: tuple[str, ...] = (),
     timeout: str = "3s",
     listen: str = "127.0.0.1:0",
+    tavily_cap: int | None = None,
 ) -> Path:
     """Write a config.toml enabling the sources given by URL; return its path."""
     lines = [
@@ -147,6 +159,8 @@ def write_config(
     for name, url in (("searxng", searxng), ("brave_llm", brave_llm), ("tavily", tavily)):
         if url is not None:
             lines += [f"[search.{name}]", "enabled = true", f'url = "{url}"']
+            if name == "tavily" and tavily_cap is not None:
+                lines.append(f"daily_credit_cap = {tavily_cap}")
     path = directory / "config.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -163,6 +177,7 @@ def gateway(
     keys: dict[str, str] | None = None,
     restricted: tuple[str, ...] = (),
     timeout: str = "3s",
+    tavily_cap: int | None = None,
     searcher_factory: Callable[[Searcher], Any] | None = None,
     **server_options: Any,
 ) -> Iterator[Gateway]:
@@ -176,6 +191,7 @@ def gateway(
                 tavily=tavily,
                 restricted=restricted,
                 timeout=timeout,
+                tavily_cap=tavily_cap,
             )
         )
     )
@@ -197,7 +213,9 @@ def gateway(
         restricted=config.permit_restricted,
         **options,
     )
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     gw = Gateway(
         server=server,

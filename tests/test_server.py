@@ -1,0 +1,636 @@
+"""The gateway's routes, statuses and auth, over real sockets against loopback fake upstreams."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gatewaykit import (
+    FakeUpstream,
+    Gateway,
+    call,
+    fixture_bytes,
+    gateway,
+    raw_exchange,
+    searxng_body,
+    status_of,
+)
+
+from siftlib.cli import main
+from siftlib.errors import ConfigError
+from siftlib.server import check_open_mode, split_listen
+
+TOKEN = "tok-ops-9f8e7d"
+FORBIDDEN_HIT_KEYS = {"markdown", "html", "rawHtml", "links", "screenshot", "summary", "json"}
+
+
+@pytest.fixture
+def searxng() -> Iterator[FakeUpstream]:
+    fake = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"))
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def tavily() -> Iterator[FakeUpstream]:
+    fake = FakeUpstream(fixture_bytes("tavily/wal-usage-unsorted.json"))
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def gw(tmp_path: Path, searxng: FakeUpstream, tavily: FakeUpstream) -> Iterator[Gateway]:
+    with gateway(
+        tmp_path, searxng=searxng.url, tavily=tavily.url + "/search", callers={"ops": TOKEN}
+    ) as running:
+        yield running
+
+
+def upstream_calls(*fakes: FakeUpstream) -> int:
+    return sum(len(fake.calls) for fake in fakes)
+
+
+# --- POST /v1/search ------------------------------------------------------------------------
+
+
+def test_v1_search_returns_the_native_envelope_of_fused_hits(
+    gw: Gateway, searxng: FakeUpstream, tavily: FakeUpstream
+) -> None:
+    reply = call(gw.url, "POST", "/v1/search", {"query": "sqlite wal mode", "k": 4}, token=TOKEN)
+    assert reply.status == 200
+    assert reply.headers["Content-Type"] == "application/json"
+    body = reply.json
+    assert set(body) == {"results", "warnings", "sizes", "timings", "cached"}
+    assert body["cached"] is False
+    assert body["sizes"] == {
+        "results": len(body["results"]),
+        "sources_ok": ["searxng", "tavily"],
+        "sources_failed": [],
+    }
+    assert 0 < len(body["results"]) <= 4
+    for hit in body["results"]:
+        assert set(hit) == {"url", "title", "snippet", "score", "source"}
+        assert hit["source"] in ("searxng", "tavily")
+    scores = [hit["score"] for hit in body["results"]]
+    assert scores == sorted(scores, reverse=True)
+    assert set(body["timings"]) == {"search_ms", "rerank_ms"}
+    assert upstream_calls(searxng, tavily) == 2
+
+
+def test_v1_repeat_is_a_cache_hit_without_upstream_calls(
+    gw: Gateway, searxng: FakeUpstream, tavily: FakeUpstream
+) -> None:
+    first = call(gw.url, "POST", "/v1/search", {"query": "sqlite wal mode"}, token=TOKEN)
+    second = call(gw.url, "POST", "/v1/search", {"query": "  SQLite   WAL mode "}, token=TOKEN)
+    assert (first.status, second.status) == (200, 200)
+    assert second.json["cached"] is True
+    assert second.json["results"] == first.json["results"]
+    assert upstream_calls(searxng, tavily) == 2
+
+
+def test_v1_k_defaults_to_search_k(tmp_path: Path) -> None:
+    many = FakeUpstream(searxng_body(30))
+    try:
+        with gateway(tmp_path, searxng=many.url) as running:
+            reply = call(running.url, "POST", "/v1/search", {"query": "pages"})
+            assert reply.status == 200
+            assert len(reply.json["results"]) == 8
+            reply = call(running.url, "POST", "/v1/search", {"query": "pages", "k": 50})
+            assert len(reply.json["results"]) == 30
+    finally:
+        many.close()
+
+
+@pytest.mark.parametrize("k", [0, 51, -1, "5", True, 2.5, [3], {"k": 1}])
+def test_v1_k_outside_1_to_50_or_not_an_integer_is_400(
+    gw: Gateway, searxng: FakeUpstream, tavily: FakeUpstream, k: object
+) -> None:
+    reply = call(gw.url, "POST", "/v1/search", {"query": "sqlite", "k": k}, token=TOKEN)
+    assert reply.status == 400
+    assert reply.json["error"] == "invalid query"
+    assert "k must be" in reply.json["details"]
+    assert upstream_calls(searxng, tavily) == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"query": None},
+        {"query": 42},
+        {"query": ["sqlite"]},
+        {"query": "   \t\n "},
+        {"query": "x" * 1501},
+        {"query": "sqlite", "rerank": "yes"},
+        {"query": "sqlite", "digest": 1},
+        {"query": "sqlite", "question": 7},
+    ],
+)
+def test_v1_invalid_query_or_types_is_400(
+    gw: Gateway, searxng: FakeUpstream, tavily: FakeUpstream, body: dict[str, Any]
+) -> None:
+    reply = call(gw.url, "POST", "/v1/search", body, token=TOKEN)
+    assert reply.status == 400
+    assert reply.json["error"] == "invalid query"
+    assert upstream_calls(searxng, tavily) == 0
+
+
+@pytest.mark.parametrize("raw", [b"not json", b"[1, 2]", b'"sqlite"', b"\xff\xfe", b"[" * 5000])
+def test_a_body_that_is_not_a_json_object_is_400(gw: Gateway, raw: bytes) -> None:
+    reply = call(gw.url, "POST", "/v1/search", raw, token=TOKEN)
+    assert reply.status == 400
+    assert reply.json["error"] == "invalid query"
+
+
+def test_v1_query_of_1500_characters_is_accepted(gw: Gateway) -> None:
+    reply = call(gw.url, "POST", "/v1/search", {"query": "w" * 1500}, token=TOKEN)
+    assert reply.status == 200
+
+
+def test_v1_question_is_ignored_and_digest_adds_a_warning(gw: Gateway) -> None:
+    plain = call(gw.url, "POST", "/v1/search", {"query": "sqlite wal"}, token=TOKEN).json
+    asked = call(
+        gw.url,
+        "POST",
+        "/v1/search",
+        {"query": "sqlite wal", "question": "which mode is faster?", "digest": True, "x": 1},
+        token=TOKEN,
+    )
+    assert asked.status == 200
+    assert asked.json["results"] == plain["results"]
+    assert "digest: not supported" in asked.json["warnings"]
+    assert "digest: not supported" not in plain["warnings"]
+
+
+def test_v1_rerank_false_concatenates_in_source_order(gw: Gateway) -> None:
+    reply = call(
+        gw.url, "POST", "/v1/search", {"query": "wal", "rerank": False, "k": 50}, token=TOKEN
+    )
+    assert reply.status == 200
+    sources = [hit["source"] for hit in reply.json["results"]]
+    assert sources == sorted(sources, key=["searxng", "tavily"].index)
+    assert "tavily" in sources
+
+
+# --- POST /v2/search (Firecrawl) ------------------------------------------------------------
+
+
+def test_v2_search_answers_exactly_the_firecrawl_shape(gw: Gateway) -> None:
+    native = call(gw.url, "POST", "/v1/search", {"query": "sqlite wal", "k": 5}, token=TOKEN).json
+    reply = call(gw.url, "POST", "/v2/search", {"query": "sqlite wal", "limit": 5}, token=TOKEN)
+    assert reply.status == 200
+    body = reply.json
+    assert set(body) == {"success", "data"}
+    assert body["success"] is True
+    assert set(body["data"]) == {"web"}
+    web = body["data"]["web"]
+    assert [hit["position"] for hit in web] == list(range(1, len(web) + 1))
+    for hit in web:
+        assert set(hit) == {"url", "title", "description", "position"}
+        assert not FORBIDDEN_HIT_KEYS & set(hit)
+        assert isinstance(hit["url"], str)
+    assert [(h["url"], h["title"], h["description"]) for h in web] == [
+        (h["url"], h["title"], h["snippet"]) for h in native["results"]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("limit", "expected"),
+    [(None, 5), (1, 1), (7, 7), (20, 20), (21, 20), (100, 20), (0, 1), (-4, 1)],
+)
+def test_v2_limit_defaults_to_5_and_is_clamped_to_1_to_20(
+    tmp_path: Path, limit: int | None, expected: int
+) -> None:
+    many = FakeUpstream(searxng_body(40))
+    body: dict[str, object] = {"query": "pages", "origin": "python-sdk@4.17.0"}
+    if limit is not None:
+        body["limit"] = limit
+    try:
+        with gateway(tmp_path, searxng=many.url) as running:
+            reply = call(running.url, "POST", "/v2/search", body)
+            assert reply.status == 200
+            assert len(reply.json["data"]["web"]) == expected
+    finally:
+        many.close()
+
+
+def test_v2_null_limit_means_the_default(gw: Gateway) -> None:
+    reply = call(gw.url, "POST", "/v2/search", {"query": "sqlite", "limit": None}, token=TOKEN)
+    assert reply.status == 200
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"query": "sqlite", "limit": "5"},
+        {"query": "sqlite", "limit": 5.0},
+        {"query": "sqlite", "limit": True},
+        {"query": "sqlite", "limit": [5]},
+        {"limit": 5},
+        {"query": None},
+        {"query": 12},
+        {"query": ""},
+        {"query": "q" * 1501},
+    ],
+)
+def test_v2_bad_limit_or_query_is_400_with_success_false(
+    gw: Gateway, searxng: FakeUpstream, body: dict[str, Any]
+) -> None:
+    reply = call(gw.url, "POST", "/v2/search", body, token=TOKEN)
+    assert reply.status == 400
+    assert reply.json["success"] is False
+    assert reply.json["error"] == "invalid query"
+    assert upstream_calls(searxng) == 0
+
+
+def test_v2_ignores_unknown_fields(gw: Gateway) -> None:
+    body = {
+        "query": "sqlite wal",
+        "limit": 3,
+        "origin": "python-sdk@4.17.0",
+        "sources": ["web", "news", "images"],
+        "categories": ["github"],
+        "tbs": "qdr:d",
+        "location": "Germany",
+        "timeout": 300000,
+        "ignoreInvalidURLs": True,
+        "scrapeOptions": {"formats": ["markdown", "html"], "onlyMainContent": True},
+        "integration": "hermes",
+    }
+    reply = call(gw.url, "POST", "/v2/search", body, token=TOKEN)
+    assert reply.status == 200
+    web = reply.json["data"]["web"]
+    assert len(web) == 3
+    assert all(set(hit) == {"url", "title", "description", "position"} for hit in web)
+
+
+def test_empty_results_are_a_successful_search(tmp_path: Path) -> None:
+    empty = FakeUpstream(b'{"query": "x", "results": []}')
+    try:
+        with gateway(tmp_path, searxng=empty.url) as running:
+            v2 = call(running.url, "POST", "/v2/search", {"query": "nothing matches"})
+            v1 = call(running.url, "POST", "/v1/search", {"query": "nothing matches"})
+    finally:
+        empty.close()
+    assert (v2.status, v2.json) == (200, {"success": True, "data": {"web": []}})
+    assert v1.status == 200
+    assert v1.json["results"] == []
+
+
+def test_no_source_enabled_is_422_on_both_routes(tmp_path: Path) -> None:
+    with gateway(tmp_path) as running:
+        v1 = call(running.url, "POST", "/v1/search", {"query": "sqlite"})
+        v2 = call(running.url, "POST", "/v2/search", {"query": "sqlite"})
+    assert v1.status == 422
+    assert v1.json["error"] == "no search results"
+    assert v2.status == 422
+    assert (v2.json["success"], v2.json["error"]) == (False, "no search results")
+
+
+@pytest.mark.parametrize("upstream_status", [500, 502, 503, 429, 404])
+def test_every_source_failing_is_422_never_502(tmp_path: Path, upstream_status: int) -> None:
+    broken = FakeUpstream(b'{"error": "boom"}', status=upstream_status)
+    try:
+        with gateway(tmp_path, searxng=broken.url, tavily=broken.url + "/search") as running:
+            v1 = call(running.url, "POST", "/v1/search", {"query": "sqlite"})
+            v2 = call(running.url, "POST", "/v2/search", {"query": "sqlite"})
+    finally:
+        broken.close()
+    assert (v1.status, v2.status) == (422, 422)
+    assert v2.json["success"] is False
+
+
+def test_one_source_failing_is_a_200_with_a_warning(tmp_path: Path, searxng: FakeUpstream) -> None:
+    broken = FakeUpstream(b"bad gateway", status=502)
+    try:
+        with gateway(tmp_path, searxng=searxng.url, tavily=broken.url + "/search") as running:
+            reply = call(running.url, "POST", "/v1/search", {"query": "sqlite wal"})
+    finally:
+        broken.close()
+    assert reply.status == 200
+    assert "tavily: 502" in reply.json["warnings"]
+    assert reply.json["sizes"]["sources_failed"] == ["tavily"]
+
+
+def test_an_internal_error_is_a_plain_500_without_a_traceback(
+    tmp_path: Path, searxng: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Exploding:
+        def __init__(self, real: Any) -> None:
+            self.metrics = real.metrics
+
+        def search(self, request: object) -> object:
+            raise RuntimeError("upstream said: secret text at http://internal.example/x")
+
+    with gateway(tmp_path, searxng=searxng.url, searcher_factory=Exploding) as running:
+        v1 = call(running.url, "POST", "/v1/search", {"query": "sqlite"})
+        v2 = call(running.url, "POST", "/v2/search", {"query": "sqlite"})
+    assert (v1.status, v1.json) == (500, {"error": "internal error"})
+    assert (v2.status, v2.json) == (500, {"success": False, "error": "internal error"})
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "RuntimeError" in logged
+    assert "secret text" not in logged
+    assert "internal.example" not in logged
+
+
+# --- routes, methods, bodies ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/"), ("POST", "/v1/scrape"), ("POST", "/v2/scrape"), ("GET", "/v2/search/x")],
+)
+def test_unknown_paths_are_404(gw: Gateway, method: str, path: str) -> None:
+    reply = call(gw.url, method, path, token=TOKEN)
+    assert reply.status == 404
+    assert reply.json == {"error": "not found"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allow"),
+    [
+        ("GET", "/v1/search", "POST"),
+        ("PUT", "/v2/search", "POST"),
+        ("POST", "/healthz", "GET"),
+        ("DELETE", "/metrics", "GET"),
+    ],
+)
+def test_wrong_methods_are_405_with_allow(gw: Gateway, method: str, path: str, allow: str) -> None:
+    reply = call(gw.url, method, path, token=TOKEN)
+    assert reply.status == 405
+    assert reply.headers["Allow"] == allow
+
+
+def test_an_unknown_method_is_405_not_501(gw: Gateway) -> None:
+    raw = raw_exchange(gw.port, b"BREW /v1/search HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert status_of(raw) == 405
+
+
+def test_the_query_string_does_not_change_the_route(gw: Gateway) -> None:
+    reply = call(gw.url, "POST", "/v2/search?url=http://x", {"query": "sqlite"}, token=TOKEN)
+    assert reply.status == 200
+
+
+def test_a_body_over_64_kib_is_413_and_not_searched(gw: Gateway, searxng: FakeUpstream) -> None:
+    body = json.dumps({"query": "sqlite", "pad": "x" * 70000}).encode()
+    reply = call(gw.url, "POST", "/v1/search", body, token=TOKEN)
+    assert reply.status == 413
+    assert upstream_calls(searxng) == 0
+
+
+def test_a_declared_length_over_the_cap_is_413_before_reading(gw: Gateway) -> None:
+    head = (
+        b"POST /v2/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n"
+        b"Content-Length: 99999999999999999999\r\n\r\n"
+    )
+    raw = raw_exchange(gw.port, head)
+    assert status_of(raw) == 413
+    assert b'"success": false' in raw
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        [b"abc"],
+        [b"-5"],
+        [b"5, 5"],
+        [b"+17"],
+        [b"1e3"],
+        [b""],
+        [b"17", b"17"],
+        [b"17", b"18"],
+    ],
+)
+def test_malformed_negative_or_duplicated_content_length_is_400(
+    gw: Gateway, searxng: FakeUpstream, lengths: list[bytes]
+) -> None:
+    body = b'{"query": "sqlite"}'  # 19 bytes
+    head = (
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n"
+    )
+    head += b"".join(b"Content-Length: " + value + b"\r\n" for value in lengths)
+    raw = raw_exchange(gw.port, head + b"\r\n" + body)
+    assert status_of(raw) == 400
+    assert b"Traceback" not in raw
+    assert upstream_calls(searxng) == 0
+
+
+def test_a_post_without_content_length_is_400(gw: Gateway, searxng: FakeUpstream) -> None:
+    raw = raw_exchange(
+        gw.port,
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + TOKEN.encode()
+        + b"\r\n\r\n",
+    )
+    assert status_of(raw) == 400
+    assert upstream_calls(searxng) == 0
+
+
+def test_a_chunked_body_is_400(gw: Gateway, searxng: FakeUpstream) -> None:
+    raw = raw_exchange(
+        gw.port,
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n13\r\n" + b'{"query": "sqlite"}' + b"\r\n0\r\n\r\n",
+    )
+    assert status_of(raw) == 400
+    assert upstream_calls(searxng) == 0
+
+
+def test_a_body_shorter_than_declared_is_400_and_never_searched(
+    gw: Gateway, searxng: FakeUpstream
+) -> None:
+    head = (
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n"
+        b"Content-Length: 100\r\n\r\n"
+    )
+    # The client closes its side after 19 of 100 bytes: the gateway must not search the prefix.
+    raw = raw_exchange(gw.port, head + b'{"query": "sqlite"}', shut_write=True)
+    assert status_of(raw) == 400
+    assert upstream_calls(searxng) == 0
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(gw: Gateway) -> None:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
+    try:
+        statuses = []
+        for path, body in [("/v1/search", {"query": "a"}), ("/v2/search", {"query": "b"})] * 2:
+            conn.request("POST", path, json.dumps(body), {"Authorization": f"Bearer {TOKEN}"})
+            response = conn.getresponse()
+            response.read()
+            statuses.append(response.status)
+            assert response.getheader("Connection") != "close"
+        conn.request("GET", "/healthz")
+        health = conn.getresponse()
+        statuses.append(health.status)
+    finally:
+        conn.close()
+    assert statuses == [200] * 5
+
+
+# --- auth -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/search", "/v2/search"])
+@pytest.mark.parametrize(
+    "authorization",
+    [
+        None,
+        "",
+        "Bearer",
+        "Bearer ",
+        "Bearer wrong-token",
+        f"Basic {TOKEN}",
+        f"Bearer {TOKEN}x",
+        TOKEN,
+    ],
+)
+def test_a_missing_or_wrong_token_is_401_and_searches_nothing(
+    gw: Gateway, searxng: FakeUpstream, path: str, authorization: str | None
+) -> None:
+    headers = {} if authorization is None else {"Authorization": authorization}
+    reply = call(gw.url, "POST", path, {"query": "sqlite"}, headers=headers)
+    assert reply.status == 401
+    assert reply.headers["WWW-Authenticate"].startswith("Bearer")
+    assert TOKEN not in reply.raw.decode()
+    assert upstream_calls(searxng) == 0
+
+
+def test_metrics_needs_a_token_and_healthz_does_not(gw: Gateway) -> None:
+    assert call(gw.url, "GET", "/metrics").status == 401
+    assert call(gw.url, "GET", "/metrics", token="nope").status == 401
+    assert call(gw.url, "GET", "/metrics", token=TOKEN).status == 200
+    assert call(gw.url, "GET", "/healthz").status == 200
+
+
+def test_each_caller_is_named_by_its_token(tmp_path: Path, searxng: FakeUpstream) -> None:
+    callers = {"alpha": "tok-alpha-1", "beta": "tok-beta-2"}
+    with gateway(tmp_path, searxng=searxng.url, callers=callers) as running:
+        assert (
+            call(running.url, "POST", "/v1/search", {"query": "a"}, token="tok-alpha-1").status
+            == 200
+        )
+        assert (
+            call(running.url, "POST", "/v1/search", {"query": "b"}, token="tok-beta-2").status
+            == 200
+        )
+        assert (
+            call(running.url, "POST", "/v1/search", {"query": "c"}, token="tok-beta-2").status
+            == 200
+        )
+        metrics = call(running.url, "GET", "/metrics", token="tok-alpha-1").json
+    assert metrics["search_queries"] == {
+        "caller=alpha,source=searxng": 1,
+        "caller=beta,source=searxng": 2,
+    }
+
+
+def test_open_mode_serves_everyone_as_local_on_loopback(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    with gateway(tmp_path, searxng=searxng.url) as running:
+        assert running.server.open_mode
+        plain = call(running.url, "POST", "/v1/search", {"query": "a"})
+        with_header = call(running.url, "POST", "/v2/search", {"query": "b"}, token="anything")
+        metrics = call(running.url, "GET", "/metrics").json
+    assert (plain.status, with_header.status) == (200, 200)
+    assert metrics["search_queries"] == {"caller=local,source=searxng": 2}
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.8.9.1", "::1", "localhost"])
+def test_open_mode_is_allowed_on_loopback(host: str) -> None:
+    check_open_mode(host, {}, secret_env="/etc/sift/secret.env")
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "sift.example.com"])
+def test_open_mode_refuses_other_addresses(host: str) -> None:
+    with pytest.raises(ConfigError, match="without caller tokens.*SIFT_TOKEN_<NAME>"):
+        check_open_mode(host, {}, secret_env="/etc/sift/secret.env")
+    check_open_mode(host, {"ops": "t"}, secret_env="/etc/sift/secret.env")
+
+
+def test_sift_serve_refuses_to_listen_openly_beyond_loopback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[server]\nsecret_env = "{tmp_path / "secret.env"}"\ndb = "{tmp_path / "c.db"}"\n'
+    )
+    code = main(["serve", "--config", str(config), "--listen", "0.0.0.0:0"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "refusing to listen on 0.0.0.0 without caller tokens" in err
+    assert not (tmp_path / "c.db").exists()
+
+
+@pytest.mark.parametrize("listen", ["8787", "127.0.0.1", "127.0.0.1:http", ":8787", "h:99999"])
+def test_a_malformed_listen_address_is_a_config_error(listen: str) -> None:
+    with pytest.raises(ConfigError, match="HOST:PORT"):
+        split_listen(listen)
+
+
+def test_split_listen_reads_ipv4_ipv6_and_names() -> None:
+    assert split_listen("127.0.0.1:8787") == ("127.0.0.1", 8787)
+    assert split_listen("[::1]:8787") == ("::1", 8787)
+    assert split_listen("localhost:0") == ("localhost", 0)
+
+
+# --- health and metrics ---------------------------------------------------------------------
+
+
+def test_healthz_is_ok_when_every_source_can_serve(gw: Gateway) -> None:
+    reply = call(gw.url, "GET", "/healthz")
+    assert reply.status == 200
+    assert reply.json["status"] == "ok"
+    assert reply.json["degraded"] == []
+
+
+def test_healthz_reports_a_missing_key(
+    tmp_path: Path, searxng: FakeUpstream, tavily: FakeUpstream
+) -> None:
+    with gateway(
+        tmp_path, searxng=searxng.url, tavily=tavily.url + "/search", keys={"TAVILY_API_KEY": ""}
+    ) as running:
+        health = call(running.url, "GET", "/healthz").json
+        search = call(running.url, "POST", "/v1/search", {"query": "sqlite wal"}).json
+    assert health["status"] == "degraded"
+    assert health["degraded"] == ["search.tavily: missing key"]
+    assert "tvly" not in json.dumps(health)
+    assert "tavily: missing key" in search["warnings"]
+    assert search["sizes"]["sources_ok"] == ["searxng"]
+    assert tavily.calls == []
+
+
+def test_healthz_reports_a_reached_daily_cap(tmp_path: Path, tavily: FakeUpstream) -> None:
+    with gateway(tmp_path, tavily=tavily.url + "/search", tavily_cap=1) as running:
+        before = call(running.url, "GET", "/healthz").json
+        assert call(running.url, "POST", "/v1/search", {"query": "one"}).status == 200
+        after = call(running.url, "GET", "/healthz").json
+        capped = call(running.url, "POST", "/v1/search", {"query": "two"})
+        metrics = call(running.url, "GET", "/metrics").json
+    assert before["status"] == "ok"
+    assert after == {**after, "status": "degraded", "degraded": ["search.tavily: daily cap"]}
+    assert capped.status == 422
+    assert metrics["search_capped"]["source=tavily"] == 1
+    assert metrics["search_daily_credits"]["source=tavily"] == 1
+    assert len(tavily.calls) == 1
+
+
+def test_metrics_counts_queries_credits_and_cache(gw: Gateway) -> None:
+    for _ in range(2):
+        assert (
+            call(gw.url, "POST", "/v2/search", {"query": "sqlite wal"}, token=TOKEN).status == 200
+        )
+    metrics = call(gw.url, "GET", "/metrics", token=TOKEN).json
+    assert metrics["search_queries"] == {
+        "caller=ops,source=searxng": 1,
+        "caller=ops,source=tavily": 1,
+    }
+    assert metrics["search_cache_hit"] == 1
+    assert metrics["search_cache_miss"] == 1
+    assert metrics["search_credits"] == {"caller=ops,source=tavily": 1}
+    assert metrics["http_responses"]["route=/v2/search,status=200"] == 2
