@@ -93,7 +93,13 @@ class Session:
         settings, diagnostics = load_settings(config_path, cwd=cwd)
         catalog = discover(skills_dirs=skills_dirs, cwd=cwd, home=home)
         snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings))
-        return cls(snapshot), [*catalog.diagnostics, *diagnostics]
+        reranker = None
+        if settings.enabled and snapshot.key:
+            # Imported only when opted in; the provider client itself is created lazily.
+            from siftlib.skills.rerank import Reranker as SystemOneReranker
+
+            reranker = SystemOneReranker(settings, snapshot.key)
+        return cls(snapshot, reranker=reranker), [*catalog.diagnostics, *diagnostics]
 
     def search(self, query: str, limit: int) -> SkillResult:
         """Return the result for `query`: keyword order unless the reranker decides."""
