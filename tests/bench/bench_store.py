@@ -57,6 +57,10 @@ def median_us(samples: list[int]) -> float:
     return statistics.median(samples) / 1000
 
 
+def verdict(samples: list[int]) -> str:
+    return "under the 1 ms target" if median_us(samples) < 1000 else "OVER the 1 ms target"
+
+
 def time_lookups(store: SQLiteStore, keys: list[str], out: list[int]) -> None:
     for k in keys:
         started = time.perf_counter_ns()
@@ -74,7 +78,10 @@ def bench_lookups(path: Path) -> None:
     time_lookups(store, keys, [])  # warm the page cache and the statement cache
     one: list[int] = []
     time_lookups(store, keys * 5, one)
-    print(f"cache hit, 1 thread:                      median {median_us(one):7.1f} µs")
+    print(
+        f"cache hit, 1 thread:                      median {median_us(one):7.1f} µs"
+        f"  ({verdict(one)})"
+    )
 
     def run(stores: list[SQLiteStore]) -> tuple[float, float]:
         samples: list[list[int]] = [[] for _ in range(8)]
@@ -125,7 +132,10 @@ def bench_reservations(path: Path) -> None:
         assert store.reserve("brave_llm", day=DAY, cap=1_000_000)
         store.settle("brave_llm", day=DAY, reserved=1, actual=1)
         both.append(time.perf_counter_ns() - started)
-    print(f"cap reservation (reserve):                median {median_us(reserve):7.1f} µs")
+    print(
+        f"cap reservation (reserve):                median {median_us(reserve):7.1f} µs"
+        f"  ({verdict(reserve)})"
+    )
     print(f"cap reservation (reserve + settle):       median {median_us(both):7.1f} µs")
     store.close()
 
