@@ -298,7 +298,8 @@ def test_consent_without_provider_returns_keyword_result(
     )
     assert code == 0 and json.loads(out) == render_json(expected)
     assert SECRET not in out + err
-    assert no_network == []
+    # Opted in with a key: one provider call (refused here), then the keyword fallback.
+    assert [attempt[0] for attempt in no_network] == [("api.typesafe.ai", 443)]
 
 
 def test_project_config_cannot_opt_in(
