@@ -38,8 +38,8 @@ Decisions:
   for root, as its owner intended.
 - Cap accounting never raises: without the file, credits go to an in-memory ledger per
   (source, day), which starts from the last total this process read from the file, so the
-  cap still holds within the process. Credits settled while the file is back are written to
-  it; credits settled during a fault count only in this process. (Which ledger holds a
+  cap still holds within the process. What was settled in memory is written to the file by
+  the next cap operation on that source and day that reaches it. (Which ledger holds a
   reservation is inferred from its size, so a settle racing the end of a fault may book a
   credit in the other one.) `sweep` and `daily_credits` never raise either.
 - Schema: `PRAGMA user_version`; `_MIGRATIONS[n]` takes version n to n + 1 inside one
@@ -194,6 +194,7 @@ class SQLiteStore:
         slot = (source, day)
         with self._lock:
             try:
+                self._sync(slot)
                 granted, used = self._run(lambda db: _reserve(db, slot, cap=cap, credits=credits))
             except StoreError:
                 if self._total(slot) + credits > cap:
@@ -245,17 +246,29 @@ class SQLiteStore:
             # A reservation made in memory is unknown to the file: the file gets the whole
             # actual spend; one made in the file gets the difference.
             from_memory = 0 < reserved <= self._held[slot]
-            if from_memory:
-                self._held[slot] -= reserved
             delta = actual if from_memory else actual - reserved
             try:
+                self._sync(slot)
                 row = self._run(lambda db: db.execute(_ADD, (day, source, delta, delta)).fetchone())
             except StoreError:
+                row = None
+            if from_memory:
+                self._held[slot] -= reserved
+            if row is None:
                 self._unsynced[slot] += actual - reserved
                 return
             self._seen[slot] = row[0]
             if from_memory:
                 self._unsynced[slot] -= reserved
+
+    def _sync(self, slot: tuple[str, str]) -> None:
+        """Write to the file what was settled in memory during a fault (raises StoreError)."""
+        source, day = slot
+        pending = self._unsynced[slot] - self._held[slot]
+        if pending:
+            row = self._run(lambda db: db.execute(_ADD, (day, source, pending, pending)).fetchone())
+            self._seen[slot] = row[0]
+            self._unsynced[slot] -= pending
 
     def _run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run one database operation under the lock; turn a failure into StoreError."""

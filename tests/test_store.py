@@ -492,3 +492,23 @@ def test_a_lock_during_reserve_falls_back_to_the_total_last_read(
     assert opened.daily_credits(day=DAY) == {"tavily": 3}
     assert not opened.reserve("tavily", day=DAY, cap=3)
     opened.close()
+
+
+def test_credits_settled_during_a_lock_reach_the_file_afterwards(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.05)
+    opened = open_store(db_path)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    assert opened.reserve("tavily", day=DAY, cap=5)
+    opened.settle("tavily", day=DAY, reserved=1, actual=2)
+    assert opened.reserve("tavily", day=DAY, cap=5)
+    opened.release("tavily", day=DAY, reserved=1)
+    other.execute("COMMIT")
+    assert other.execute("SELECT count(*) FROM credits").fetchone() == (0,)
+    assert opened.reserve("tavily", day=DAY, cap=5)
+    assert other.execute("SELECT used FROM credits").fetchone() == (3,)
+    assert opened.daily_credits(day=DAY) == {"tavily": 3}
+    other.close()
+    opened.close()

@@ -12,6 +12,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from siftlib import store as store_module
 from siftlib.config import Secrets, load_config
 from siftlib.pipeline import Searcher, SearchRequest, SearchResponse
 from siftlib.store import SQLiteStore, open_store
@@ -382,3 +383,26 @@ def test_sift_search_local_with_a_corrupt_store_still_answers(
     assert "sift: warning: store: the database file is corrupt" in err
     assert str(db) in caplog.text  # the log line names the file to move aside
     assert db.read_bytes() == before
+
+
+def test_a_locked_database_serves_uncached_with_a_warning_then_recovers(
+    upstreams: Upstreams,
+    make_searcher: Callable[..., Searcher],
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.05)
+    searcher = make_searcher(tavily=True, cap=5)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    locked = search(searcher)
+    assert not locked.cached and len(locked.results) == 4
+    assert locked.warnings == ["store: the database is locked"]
+    other.execute("COMMIT")
+    other.close()
+    assert not search(searcher).cached  # nothing was stored while locked
+    assert search(searcher).cached
+    assert upstreams.calls == {"searxng": 2, "tavily": 2}
+    # The credit spent while the file was locked reached the file once the lock went.
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT used FROM credits").fetchone() == (2,)
