@@ -28,6 +28,8 @@ Decisions the spec leaves open:
   answer, so leftover bytes are never parsed as a next request.
 - SIGTERM: the serve loop stops accepting, `drain()` waits for in-flight requests (answers
   given while draining carry `Connection: close`), then the store is closed.
+- `configure_logging` holds httpx and httpcore to WARNING: httpx logs each upstream request
+  URL, query string included, at INFO.
 - Access lines go to the `sift.http` logger at DEBUG through one redacting `log_message`
   (only status codes, methods and known route names survive); the INFO line per search is
   the pipeline's. An internal error is logged by exception type only: its text may carry an
@@ -68,7 +70,8 @@ _ROUTES = {
     "/healthz": ("GET",),
     "/metrics": ("GET",),
 }
-_LOGGABLE = frozenset(_ROUTES) | {"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
+_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
+_LOGGABLE = frozenset((*_ROUTES, *_METHODS, "other"))
 _DIGITS = re.compile(r"[0-9]+")
 _BUSY_BODY = b'{"error": "server busy, retry"}\n'
 _BUSY = (
@@ -83,6 +86,14 @@ class Rejected(Exception):
     def __init__(self, status: HTTPStatus, error: str, details: str | None = None) -> None:
         super().__init__(error)
         self.status, self.error, self.details = status, error, details
+
+
+def configure_logging() -> None:
+    """Log INFO and up to stderr, with httpx and httpcore held to warnings."""
+    # httpx logs every request URL (with the query string: the caller's query) at INFO.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def split_listen(listen: str) -> tuple[str, int]:

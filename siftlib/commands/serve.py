@@ -37,10 +37,10 @@ def run(args: argparse.Namespace) -> int:
     from siftlib.errors import ConfigError
     from siftlib.metrics import Metrics
     from siftlib.pipeline import Searcher
-    from siftlib.server import GatewayServer, check_open_mode, split_listen
+    from siftlib.server import GatewayServer, check_open_mode, configure_logging, split_listen
     from siftlib.store import open_store
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    configure_logging()
     try:
         config = load_config(args.config)
         secrets = load_secrets(config.secret_env)

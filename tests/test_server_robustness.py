@@ -1,0 +1,280 @@
+"""The gateway under stress: stalled clients, bursts, bounds, deadlines and graceful shutdown."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from gatewaykit import FakeUpstream, call, fixture_bytes, gateway, searxng_body, write_config
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def searxng() -> Iterator[FakeUpstream]:
+    fake = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"))
+    yield fake
+    fake.close()
+
+
+def wait_until(condition: Any, what: str, limit: float = 20.0) -> None:
+    """Poll until `condition()` holds; fail naming `what` when it never does."""
+    end = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > end:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.01)
+
+
+class Blocking:
+    """A searcher that holds every search until released, to fill the gateway's bounds."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.metrics = real, real.metrics
+        self.release = threading.Event()
+        self.entered = threading.Semaphore(0)
+
+    def search(self, request: Any) -> Any:
+        self.entered.release()
+        self.release.wait(30)
+        return self.real.search(request)
+
+
+def test_a_stalled_client_does_not_block_others_and_loses_its_thread(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    with gateway(tmp_path, searxng=searxng.url, socket_timeout=1.0) as gw:
+        half_body = socket.create_connection(("127.0.0.1", gw.port))
+        half_body.sendall(
+            b'POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"query": "sq'
+        )
+        half_head = socket.create_connection(("127.0.0.1", gw.port))
+        half_head.sendall(b"POST /v1/sea")
+        silent = socket.create_connection(("127.0.0.1", gw.port))
+        try:
+            for query in ("one", "two", "three"):
+                reply = call(gw.url, "POST", "/v2/search", {"query": query}, timeout=10)
+                assert reply.status == 200
+            # Each stalled socket is answered or closed after the socket timeout, never kept.
+            for sock in (half_body, half_head, silent):
+                sock.settimeout(15)
+            answer = half_body.recv(65536)
+            assert answer.startswith(b"HTTP/1.1 400")
+            assert half_head.recv(65536) == b""
+            assert silent.recv(65536) == b""
+        finally:
+            for sock in (half_body, half_head, silent):
+                sock.close()
+        wait_until(lambda: gw.server._connections == 0, "stalled connections released")
+    asked = sorted(parse_qs(urlsplit(recorded.path).query)["q"][0] for recorded in searxng.calls)
+    assert asked == ["one", "three", "two"]  # the stalled half-request was never searched
+
+
+def test_64_concurrent_clients_are_all_answered(tmp_path: Path) -> None:
+    slow = FakeUpstream(searxng_body(10), delay=0.05)
+    statuses: list[int] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(64)
+
+    def client(n: int) -> None:
+        barrier.wait()
+        try:
+            status = call(gw.url, "POST", "/v2/search", {"query": f"burst {n}"}, timeout=60).status
+        except OSError as exc:
+            status = -1
+            print("lost:", type(exc).__name__)
+        with lock:
+            statuses.append(status)
+
+    try:
+        with gateway(tmp_path, searxng=slow.url) as gw:
+            threads = [threading.Thread(target=client, args=(n,)) for n in range(64)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(90)
+    finally:
+        slow.close()
+    assert len(statuses) == 64
+    assert set(statuses) <= {200, 503}
+    assert statuses.count(200) >= 1
+
+
+def test_past_the_search_bound_clients_are_shed_with_503_not_lost(tmp_path: Path) -> None:
+    slow = FakeUpstream(searxng_body(10), delay=0.3)
+    replies: list[Any] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(24)
+
+    def client(n: int) -> None:
+        barrier.wait()
+        reply = call(gw.url, "POST", "/v2/search", {"query": f"shed {n}"}, timeout=60)
+        with lock:
+            replies.append(reply)
+
+    try:
+        with gateway(tmp_path, searxng=slow.url, max_searches=2, queue_wait=0.0) as gw:
+            threads = [threading.Thread(target=client, args=(n,)) for n in range(24)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(90)
+            metrics = call(gw.url, "GET", "/metrics").json
+    finally:
+        slow.close()
+    assert len(replies) == 24
+    shed = [r for r in replies if r.status == 503]
+    assert {r.status for r in replies} == {200, 503}
+    assert all(r.json == {"success": False, "error": "server busy, retry"} for r in shed)
+    assert metrics["http_shed"] == {"reason=busy": len(shed)}
+
+
+def test_a_full_gateway_answers_503_while_a_search_holds_the_only_slot(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    holder: dict[str, Blocking] = {}
+
+    def blocking(real: Any) -> Blocking:
+        holder["b"] = Blocking(real)
+        return holder["b"]
+
+    with gateway(
+        tmp_path, searxng=searxng.url, searcher_factory=blocking, max_searches=1, queue_wait=0.05
+    ) as gw:
+        blocker = holder["b"]
+        first: list[int] = []
+        thread = threading.Thread(
+            target=lambda: first.append(call(gw.url, "POST", "/v1/search", {"query": "a"}).status)
+        )
+        thread.start()
+        assert blocker.entered.acquire(timeout=20)
+        busy = call(gw.url, "POST", "/v1/search", {"query": "b"})
+        blocker.release.set()
+        thread.join(30)
+        after = call(gw.url, "POST", "/v1/search", {"query": "c"})
+    assert (busy.status, busy.json) == (503, {"error": "server busy, retry"})
+    assert first == [200]
+    assert after.status == 200
+
+
+def test_a_search_past_the_server_deadline_is_503(tmp_path: Path, searxng: FakeUpstream) -> None:
+    holder: dict[str, Blocking] = {}
+
+    def blocking(real: Any) -> Blocking:
+        holder["b"] = Blocking(real)
+        return holder["b"]
+
+    with gateway(tmp_path, searxng=searxng.url, searcher_factory=blocking, deadline=0.3) as gw:
+        started = time.monotonic()
+        reply = call(gw.url, "POST", "/v2/search", {"query": "never answers"}, timeout=30)
+        waited = time.monotonic() - started
+        holder["b"].release.set()
+    assert (reply.status, reply.json["error"]) == (503, "search deadline exceeded")
+    assert waited < 10  # the deadline (0.3 s) plus a generous margin, not the client's 30 s
+
+
+def test_connections_past_the_bound_get_a_canned_503(tmp_path: Path, searxng: FakeUpstream) -> None:
+    with gateway(tmp_path, searxng=searxng.url, max_connections=2) as gw:
+        idle = [socket.create_connection(("127.0.0.1", gw.port)) for _ in range(2)]
+        try:
+            wait_until(lambda: gw.server._connections == 2, "two connections held")
+            with socket.create_connection(("127.0.0.1", gw.port), timeout=15) as third:
+                answer = b""
+                while chunk := third.recv(65536):
+                    answer += chunk
+        finally:
+            for sock in idle:
+                sock.close()
+        wait_until(lambda: gw.server._connections == 0, "idle connections released")
+        after = call(gw.url, "GET", "/healthz")
+    assert answer.startswith(b"HTTP/1.1 503 ")
+    assert answer.endswith(b'{"error": "server busy, retry"}\n')
+    assert after.status == 200
+
+
+def test_shutdown_lets_in_flight_requests_finish_then_closes(tmp_path: Path) -> None:
+    gate = threading.Event()
+    slow = FakeUpstream(searxng_body(5), gate=gate)
+    replies: list[Any] = []
+    try:
+        with gateway(tmp_path, searxng=slow.url) as gw:
+            request = threading.Thread(
+                target=lambda: replies.append(call(gw.url, "POST", "/v1/search", {"query": "x"}))
+            )
+            request.start()
+            wait_until(lambda: len(slow.calls) == 1, "the search reached the upstream")
+            stopper = threading.Thread(target=gw.stop)
+            stopper.start()
+            wait_until(lambda: gw.server.draining.is_set(), "draining started")
+            assert stopper.is_alive()  # still waiting for the request in flight
+            gate.set()
+            request.join(30)
+            stopper.join(30)
+            assert not stopper.is_alive()
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", gw.port), timeout=5).close()
+            assert gw.store.problem == "the store is closed"
+    finally:
+        gate.set()
+        slow.close()
+    assert [reply.status for reply in replies] == [200]
+    assert replies[0].headers["Connection"] == "close"
+    assert len(replies[0].json["results"]) == 5
+
+
+def test_sigterm_finishes_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
+    gate = threading.Event()
+    slow = FakeUpstream(searxng_body(3), gate=gate)
+    config = write_config(tmp_path, searxng=slow.url)
+    proc = subprocess.Popen(
+        [sys.executable, str(REPO / "sift.py"), "serve", "--config", str(config)],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    replies: list[Any] = []
+    try:
+        assert proc.stderr is not None
+        line = ""
+        while "listening on" not in line:
+            line = proc.stderr.readline()
+            assert line, "sift serve exited before listening"
+        port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))  # type: ignore[union-attr]
+        url = f"http://127.0.0.1:{port}"
+        request = threading.Thread(
+            target=lambda: replies.append(call(url, "POST", "/v1/search", {"query": "term"}))
+        )
+        request.start()
+        wait_until(lambda: len(slow.calls) == 1, "the search reached the upstream")
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)  # let the signal land while the search is still held upstream
+        assert proc.poll() is None
+        gate.set()
+        request.join(30)
+        code = proc.wait(30)
+        rest = proc.stderr.read()
+    finally:
+        gate.set()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        slow.close()
+    assert code == 0
+    assert [reply.status for reply in replies] == [200]
+    assert "sift serve: stopped" in rest
+    assert "Traceback" not in rest
+    db = tmp_path / "cache.db"
+    assert db.exists()
+    assert not Path(f"{db}-wal").exists()  # the store was closed cleanly (WAL checkpointed)
