@@ -47,7 +47,7 @@ def search_remote(
     if status in (400, 413):
         raise QueryError(_reason(response, "invalid query"))
     if status == 422:
-        raise NoResultsError(_reason(response, "no search results"))
+        raise NoResultsError(_reason(response, "no search results"), _warnings(response))
     if status != 200:
         raise UnreachableError(f"the sift server at {url} answered {status}")
     try:
@@ -69,3 +69,13 @@ def _reason(response: Any, fallback: str) -> str:
         return fallback
     details = payload.get("details")
     return f"{payload['error']}: {details}" if isinstance(details, str) else payload["error"]
+
+
+def _warnings(response: Any) -> list[str]:
+    """Return the `warnings` of a 422 answer (why each source failed), if it has them."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return []
+    found = payload.get("warnings") if isinstance(payload, dict) else None
+    return [w for w in found if isinstance(w, str)] if isinstance(found, list) else []

@@ -22,7 +22,8 @@ Decisions the spec leaves open:
   without a token; everything else but `/healthz` needs one. Tokens are compared with
   `hmac.compare_digest` against every caller's token, without stopping at the first match.
 - Error bodies: `{"error": "invalid query" | "no search results" | …, "details": "<why>"}`
-  (`"success": false` added on `/v2/search`); `details` is what Firecrawl itself uses.
+  (`"success": false` added on `/v2/search`); `details` is what Firecrawl itself uses. A 422
+  also carries the search's `warnings` (`tavily: 429`: source and kind, never upstream text).
 - Unknown fields are ignored on both search routes; `/v2/search` `limit` null means absent.
 - A connection whose request body was not read (refused before reading) is closed after the
   answer, so leftover bytes are never parsed as a next request.
@@ -83,9 +84,17 @@ _BUSY = (
 class Rejected(Exception):
     """A request the gateway answers with an error status."""
 
-    def __init__(self, status: HTTPStatus, error: str, details: str | None = None) -> None:
+    def __init__(
+        self,
+        status: HTTPStatus,
+        error: str,
+        details: str | None = None,
+        *,
+        warnings: list[str] | None = None,
+    ) -> None:
         super().__init__(error)
         self.status, self.error, self.details = status, error, details
+        self.warnings = warnings
 
 
 def configure_logging() -> None:
@@ -335,8 +344,9 @@ class Handler(BaseHTTPRequestHandler):
             except QueryError as exc:
                 self._reject(Rejected(HTTPStatus.BAD_REQUEST, "invalid query", _why(exc)))
             except NoResultsError as exc:
+                status = HTTPStatus.UNPROCESSABLE_ENTITY
                 self._reject(
-                    Rejected(HTTPStatus.UNPROCESSABLE_ENTITY, "no search results", _why(exc))
+                    Rejected(status, "no search results", _why(exc), warnings=exc.warnings)
                 )
             except Exception as exc:  # never a traceback body, never a 502
                 log.error("internal error on %s: %s", route, type(exc).__name__)
@@ -440,6 +450,8 @@ class Handler(BaseHTTPRequestHandler):
         payload: dict[str, object] = {"error": exc.error}
         if exc.details:
             payload["details"] = exc.details
+        if exc.warnings is not None:
+            payload["warnings"] = exc.warnings
         if self.route == "/v2/search":
             payload = {"success": False, **payload}
         headers = {}

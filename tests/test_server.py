@@ -300,6 +300,9 @@ def test_every_source_failing_is_422_never_502(tmp_path: Path, upstream_status: 
     finally:
         broken.close()
     assert (v1.status, v2.status) == (422, 422)
+    assert v1.json["error"] == "no search results"
+    assert v1.json["warnings"] == [f"searxng: {upstream_status}", f"tavily: {upstream_status}"]
+    assert "boom" not in v1.raw.decode()
     assert v2.json["success"] is False
 
 
