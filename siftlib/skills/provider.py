@@ -163,13 +163,18 @@ class Abort:
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         """An httpx trace hook: note the call's socket, and stop at any step once aborted."""
+        sock = None
+        if event in self._SOCKET_EVENTS:
+            sock = info["return_value"].get_extra_info("socket")
         with self._lock:
-            if self._aborted:
-                raise Aborted
-            if event in self._SOCKET_EVENTS:
-                sock = info["return_value"].get_extra_info("socket")
+            if not self._aborted:
                 if sock is not None:
                     self._sockets.append(sock)
+                return
+        if sock is not None:  # connected just after an abort: close it here and now
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        raise Aborted
 
     def abort(self) -> None:
         """Stop the call: shut its connection down so a blocked read returns at once."""

@@ -20,7 +20,7 @@ import httpx2
 import typesafe_sdk
 from typesafe_sdk._schemas import models as wire
 
-Reply = tuple[int, bytes] | str  # (status, body), or "hang" / "close"
+Reply = tuple[int, bytes] | str  # (status, body), or "hang" / "trickle" / "close"
 
 
 def sdk_check_request(body: dict[str, Any]) -> None:
@@ -134,6 +134,8 @@ def _handler_class(fake: FakeSystemOne) -> type[BaseHTTPRequestHandler]:
             reply = fake.handler(body)
             if reply == "hang":
                 self._hang()
+            elif reply == "trickle":
+                self._trickle()
             elif reply == "close":
                 self.close_connection = True
             else:
@@ -158,6 +160,22 @@ def _handler_class(fake: FakeSystemOne) -> type[BaseHTTPRequestHandler]:
                         return
                 except TimeoutError:
                     continue
+                except OSError:
+                    fake.connections_closed.set()
+                    return
+
+        def _trickle(self) -> None:
+            """Answer 200, then send the body a byte at a time until the client hangs up."""
+            self.close_connection = True
+            self.send_response(HTTPStatus.OK)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "60000")
+            self.end_headers()
+            self.wfile.write(b'{"model": "m", "answers": {')
+            while not fake.release.wait(0.02):
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
                 except OSError:
                     fake.connections_closed.set()
                     return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from siftlib.skills.provider import (
     FIT_ENVELOPE_BYTES,
     MAX_RESPONSE_BYTES,
     Abort,
+    Aborted,
     ProviderError,
     SystemOne,
     build_body,
@@ -245,3 +247,40 @@ class TestClient:
             client.post(b"{}", timeout=5.0, abort=abort)
         assert caught.value.reason is Reason.CANCELLED
         assert fake.requests == []
+
+
+class _Stream:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def get_extra_info(self, info: str) -> object:
+        return self.sock if info == "socket" else None
+
+
+class TestAbort:
+    def test_abort_shuts_the_calls_socket_down(self) -> None:
+        ours, peer = socket.socketpair()
+        with ours, peer:
+            abort = Abort()
+            abort.trace("connection.connect_tcp.complete", {"return_value": _Stream(ours)})
+            abort.trace("http11.send_request_headers.started", {})
+            abort.abort()
+            peer.settimeout(2.0)
+            assert peer.recv(1) == b""  # the other end sees the connection close
+            assert abort.aborted
+
+    def test_a_connection_made_after_the_abort_is_closed_and_stopped(self) -> None:
+        ours, peer = socket.socketpair()
+        with ours, peer:
+            abort = Abort()
+            abort.abort()
+            with pytest.raises(Aborted):
+                abort.trace("connection.connect_tcp.complete", {"return_value": _Stream(ours)})
+            peer.settimeout(2.0)
+            assert peer.recv(1) == b""
+
+    def test_every_later_step_is_stopped(self) -> None:
+        abort = Abort()
+        abort.abort()
+        with pytest.raises(Aborted):
+            abort.trace("http11.receive_response_headers.started", {})

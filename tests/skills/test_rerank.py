@@ -296,6 +296,18 @@ class TestFailures:
         assert session.recorder.last.reason is Reason.TIMEOUT
         assert len(fake.requests) == 1
 
+    def test_the_deadline_covers_reading_a_slow_body(
+        self, fake: FakeSystemOne, catalog: Catalog
+    ) -> None:
+        session = Session(fake, timeout_ms=300)
+        fake.handler = lambda body: "trickle"
+        started = time.monotonic()
+        result, baseline = session.search(catalog)
+        assert result is baseline
+        assert time.monotonic() - started < 0.3 + 1.0
+        assert fake.connections_closed.wait(2.0)
+        assert session.recorder.last.reason is Reason.TIMEOUT
+
     def test_cancellation_aborts_the_request(self, fake: FakeSystemOne, catalog: Catalog) -> None:
         session = Session(fake, timeout_ms=10000)
         fake.handler = lambda body: "hang"
@@ -645,3 +657,105 @@ class TestObservers:
         reranker = Reranker(RerankSettings(enabled=True), KEY)
         result = reranker.search(catalog, QUERY, 5, keyword_search(catalog, QUERY, 5))
         assert result.total == 3 and len(fake.requests) == 1
+
+
+class TestCommandWiring:
+    """`sift rerank-skills` builds the Reranker only with consent and a key."""
+
+    def write_skills(self, root: Path) -> Path:
+        for name, description in SKILLS.items():
+            folder = root / name
+            folder.mkdir(parents=True)
+            (folder / "SKILL.md").write_text(
+                f"---\nname: {name}\ndescription: {description}\n---\nBody.\n"
+            )
+        return root
+
+    def run(
+        self, capsys: pytest.CaptureFixture[str], tmp_path: Path, config_text: str
+    ) -> dict[str, Any]:
+        from siftlib.cli import main
+
+        skills = self.write_skills(tmp_path / "skills")
+        config = tmp_path / "config.toml"
+        config.write_text(config_text)
+        argv = ["rerank-skills", QUERY, "--json", "--skills-dir", str(skills)]
+        code = main([*argv, "--config", str(config), "--cwd", str(tmp_path)])
+        captured = capsys.readouterr()
+        assert code == 0
+        assert KEY not in captured.out + captured.err
+        result: dict[str, Any] = json.loads(captured.out)
+        return result
+
+    def test_opted_in_search_is_reranked(
+        self,
+        fake: FakeSystemOne,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
+        monkeypatch.setenv("TYPESAFE_BASE_URL", fake.url)
+        fake.handler = ranked(EXAMPLE, 0.05)
+        out = self.run(capsys, tmp_path, "[skill_search.reranking]\nenabled = true\n")
+        assert [m["name"] for m in out["details"]["matches"]] == list(EXAMPLE)
+        assert out["details"]["total"] == 3
+        assert len(fake.requests) == 1 and fake.requests[0].sdk_error is None
+
+    def test_no_key_or_no_consent_makes_no_request(
+        self,
+        fake: FakeSystemOne,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        monkeypatch.setenv("TYPESAFE_BASE_URL", fake.url)
+        fake.handler = ranked(EXAMPLE, 0.05)
+        self.run(capsys, tmp_path / "a", "[skill_search.reranking]\nenabled = true\n")
+        monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
+        self.run(capsys, tmp_path / "b", "[skill_search.reranking]\nenabled = false\n")
+        assert fake.requests == []
+
+    def test_a_stdio_reload_aborts_the_outstanding_call(
+        self,
+        fake: FakeSystemOne,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        import io
+        import os
+
+        from siftlib.skills.command import Session, serve_stdio
+
+        monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
+        monkeypatch.setenv("TYPESAFE_BASE_URL", fake.url)
+        skills = self.write_skills(tmp_path / "skills")
+        config = tmp_path / "config.toml"
+        config.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 10000\n")
+        fake.handler = lambda body: "hang"
+        read_end, write_end = os.pipe()
+        stdout = io.StringIO()
+
+        def open_session() -> Any:
+            return Session.open(config_path=config, skills_dirs=[skills], cwd=tmp_path)
+
+        with os.fdopen(read_end, "rb") as stdin, os.fdopen(write_end, "wb") as feed:
+            runner = threading.Thread(target=serve_stdio, args=(open_session, stdin, stdout))
+            runner.start()
+            started = time.monotonic()
+            feed.write(json.dumps({"query": QUERY, "limit": 5}).encode() + b"\n")
+            feed.flush()
+            while not fake.requests:
+                time.sleep(0.01)
+            feed.write(b'{"op": "reload"}\n')
+            feed.flush()
+            assert fake.connections_closed.wait(5.0)
+        runner.join(10)
+        assert time.monotonic() - started < 5.0  # far below the 10 s deadline
+        first, second = (json.loads(line) for line in stdout.getvalue().splitlines())
+        fresh = Session.open(config_path=config, skills_dirs=[skills], cwd=tmp_path)[0]
+        fresh.close()
+        baseline = keyword_search(fresh.snapshot.catalog, QUERY, 5)
+        assert [m["name"] for m in first["details"]["matches"]] == names(baseline)
+        assert second == {"ok": True}
+        assert len(fake.requests) == 1
