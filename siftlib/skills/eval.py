@@ -5,7 +5,8 @@
 The fixtures file holds one `{"query": "…", "expect": "<skill name>" | null}` object per line.
 The catalog is the `--skills-dir` folders, or else the `catalog/` folder beside the fixtures
 file; only skills under those folders count (the user's and the project's skill folders are
-left out, so figures do not depend on the machine). Every query runs in keyword mode and, when
+left out, so figures do not depend on the machine). With neither, it is the catalog a search
+from `--cwd` would use. Every query runs in keyword mode and, when
 the global config opts in and `TYPESAFE_API_KEY` is set, in reranked mode too, with one
 session (and so one cache) for the whole run.
 
@@ -227,14 +228,19 @@ def run_eval(args: argparse.Namespace) -> int:
         max_requests = None
         if args.max_requests is not None:
             max_requests = _integer(args.max_requests, "--max-requests", 0)
-        folders = [Path(d) for d in args.skills_dir] or [fixtures_path.parent / "catalog"]
-        catalog = load_catalog(folders)
+        cwd = Path(os.path.abspath(args.cwd or os.getcwd()))
+        beside = fixtures_path.parent / "catalog"
+        if args.skills_dir:
+            catalog = load_catalog([Path(d) for d in args.skills_dir])
+        elif beside.is_dir():
+            catalog = load_catalog([beside])
+        else:
+            catalog = discover(cwd=cwd)  # the catalog a search from --cwd would use
         fixtures = load_fixtures(fixtures_path, catalog)
     except ToolError as exc:
         return _error(args, str(exc))
     for diagnostic in catalog.diagnostics:
         sys.stderr.write(f"sift rerank-skills eval: {diagnostic}\n")
-    cwd = Path(os.path.abspath(args.cwd or os.getcwd()))
     settings, diagnostics = load_settings(resolve_config_path(args.config), cwd=cwd)
     for diagnostic in diagnostics:
         sys.stderr.write(f"sift rerank-skills eval: {diagnostic}\n")

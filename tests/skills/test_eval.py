@@ -150,6 +150,27 @@ class TestSmallFixtures:
         assert keyword["selection"] == [2, 3] and keyword["no_match"] == [1, 2]
         assert report["skills"] == 3 and report["expect_none"] == 2
 
+    def test_skills_dir_names_the_catalog(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = self.write(tmp_path, [{"query": "merge pdf", "expect": "pdf-merge"}])
+        moved = tmp_path / "queries-elsewhere.jsonl"
+        path.rename(moved)
+        catalog = tmp_path / "set" / "catalog"
+        code, report = run_json(capsys, "--fixtures", str(moved), "--skills-dir", str(catalog))
+        assert code == 0 and report["skills"] == 3
+        assert report["modes"]["keyword"]["selection"] == [1, 1]
+
+    def test_without_a_fixture_catalog_the_search_catalog_is_used(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        path = self.write(tmp_path, [{"query": "merge pdf", "expect": "pdf-merge"}])
+        project = tmp_path / "project"
+        (project / ".agents").mkdir(parents=True)
+        (tmp_path / "set" / "catalog").rename(project / ".agents" / "skills")
+        code, report = run_json(capsys, "--fixtures", str(path), "--cwd", str(project))
+        assert code == 0 and report["skills"] == 3
+
     @pytest.mark.parametrize(
         ("line", "message"),
         [
