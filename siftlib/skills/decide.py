@@ -10,8 +10,10 @@ results from its private ID → skill map.
     outcome = decide(validate_distribution(normalise(answers), ids), min_probability=0.55,
                      min_margin=0.10)
 
-Comparisons against thresholds allow `EPSILON` of float slack, so that a distribution rescaled
-to sum 1 (or `1 - t` computed in floating point) does not flip a boundary case.
+Outside fit mode, answers to questions that were not asked are ignored (a repeated
+`selection` is not); fit mode requires exactly the questions asked. Comparisons against
+thresholds allow `EPSILON` of float slack, so that a distribution rescaled to sum 1 (or
+`1 - t` computed in floating point) does not flip a boundary case.
 """
 
 from __future__ import annotations
@@ -123,6 +125,9 @@ def normalise(answers: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     `answers` values come from JSON objects that may carry duplicate keys: a mapping exposing
     `pairs` (see `provider.JSONObject`) keeps them, so duplicates survive to validation.
     """
+    names = [name for name, _ in getattr(answers, "pairs", None) or answers.items()]
+    if names.count(SELECTION) > 1:
+        raise InvalidAnswer(Reason.MALFORMED)
     selection = answers.get(SELECTION)
     if not isinstance(selection, Mapping) or selection.get("type") != "choice":
         raise InvalidAnswer(Reason.MALFORMED)

@@ -286,6 +286,8 @@ class Reranker:
         trail: _Trail,
     ) -> Outcome:
         """Make the one provider call, wait for it within the deadline, and decide."""
+        if cancel is not None and cancel.is_set():
+            return fail(Reason.CANCELLED)
         call = _Call()
         with self._lock:
             if self._closed:

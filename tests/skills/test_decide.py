@@ -263,3 +263,22 @@ class TestDecideFit:
             is Decision.NO_MATCH
         )
         assert decide_fit(dist(0.9, 0.05, 0.0, none=0.05), (0.8, 0.2, 0.2), **gates).ranked == (0,)
+
+
+def test_a_repeated_selection_answer_is_malformed() -> None:
+    from siftlib.skills.provider import parse_response
+
+    raw = (
+        b'{"model":"m","answers":{"selection":{"type":"choice","probabilities":{"c0":1,"none":0}},'
+        b'"selection":{"type":"choice","probabilities":{"c0":0,"none":1}}},'
+        b'"usage":{"input_tokens":1,"output_tokens":1}}'
+    )
+    with pytest.raises(InvalidAnswer) as caught:
+        normalise(parse_response(raw).answers)
+    assert caught.value.reason is Reason.MALFORMED
+
+
+def test_answers_to_questions_not_asked_are_ignored_outside_fit_mode() -> None:
+    answers = selection({"c0": 0.9, "c1": 0.0, "c2": 0.0, "none": 0.1})
+    answers["extra"] = {"type": "noul", "noul": 0.5}
+    assert validate_distribution(normalise(answers), IDS).candidates[0] == 0.9
