@@ -93,8 +93,8 @@ class SearchResponse:
 
 
 @dataclass(frozen=True)
-class _Outcome:
-    """What one source's call came to: hits, or the warning kind that replaced them."""
+class SourceOutcome:
+    """What one call to a source came to: hits, or the warning kind that replaced them."""
 
     name: str
     hits: list[Hit] = field(default_factory=list)
@@ -188,10 +188,6 @@ class Searcher:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for upstream in self._upstreams.values():
             upstream.close()
-
-    def upstream(self, name: str) -> Upstream:
-        """Return the pinned client of an enabled, keyed source."""
-        return self._upstreams[name]
 
     def key(self, name: str) -> str | None:
         """Return the API key of an enabled source, if it has one."""
@@ -354,7 +350,7 @@ class Searcher:
     def _account(
         self,
         caller: str,
-        outcome: _Outcome,
+        outcome: SourceOutcome,
         reserved: dict[str, int],
         day: str,
         credits: dict[str, int],
@@ -381,11 +377,12 @@ class Searcher:
 
     def _fan_out(
         self, planned: Sequence[str], query: str, k: int, started: float
-    ) -> list[_Outcome]:
+    ) -> list[SourceOutcome]:
         """Call every planned source at once; whatever is not back by the deadline timed out."""
         deadline = started + self.config.timeout
-        futures: dict[str, Future[_Outcome]] = {
-            name: self._pool.submit(self._call, name, query, k, deadline) for name in planned
+        futures: dict[str, Future[SourceOutcome]] = {
+            name: self._pool.submit(self._call, name, self._request(name, query, k), deadline)
+            for name in planned
         }
         wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
         outcomes = []
@@ -393,40 +390,62 @@ class Searcher:
             if future.done():
                 outcomes.append(future.result())
             else:
-                outcomes.append(_Outcome(name, failure="timeout"))
+                outcomes.append(SourceOutcome(name, failure="timeout"))
         return outcomes
 
-    def _call(self, name: str, query: str, k: int, deadline: float) -> _Outcome:
-        """Make one source's request and map its answer; never raises."""
+    def _request(self, name: str, query: str, k: int) -> httpx.Request:
+        return self._sources[name].build_request(query, k=k, key=self._keys[name])
+
+    def call(self, name: str, request: httpx.Request, *, caller: str) -> SourceOutcome:
+        """Send one hand-built request to a source under its daily cap and the search timeout.
+
+        The bake-off's agent-style Tavily call uses this: same pinned client, cap, deadline,
+        body limits, response mapping and counters as a search, another request body.
+        """
+        day = utc_day(self.clock())
+        deadline = time.monotonic() + self.config.timeout
+        reserved: dict[str, int] = {}
+        cap = self.config.source(name).daily_credit_cap
+        if cap and self.store is not None:
+            if not self.store.reserve(name, day=day, cap=cap, credits=1):
+                return SourceOutcome(name, failure="daily cap", sent=False)
+            reserved[name] = 1
+        outcome = self._call(name, request, deadline)
+        self._account(caller, outcome, reserved, day, {})
+        return outcome
+
+    def _call(self, name: str, request: httpx.Request, deadline: float) -> SourceOutcome:
+        """Send a source's request and map its answer; never raises."""
         adapter = self._sources[name]
         upstream = self._upstreams[name]
         try:
-            request = adapter.build_request(query, k=k, key=self._keys[name])
             remaining = max(0.001, deadline - time.monotonic())
             request.extensions["timeout"] = httpx.Timeout(remaining).as_dict()
             response = upstream.client.send(request, stream=True)
             try:
                 if not 200 <= response.status_code < 300:
-                    return _Outcome(name, failure=adapter.describe_status(response.status_code))
+                    return SourceOutcome(
+                        name, failure=adapter.describe_status(response.status_code)
+                    )
                 body = _read_capped(response, deadline)
             finally:
                 response.close()
             answer = adapter.parse(body)
         except UpstreamRefused:
-            return _Outcome(name, failure="upstream refused", sent=False)
+            return SourceOutcome(name, failure="upstream refused", sent=False)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol):
-            return _Outcome(name, failure="connection failed", sent=False)
+            return SourceOutcome(name, failure="connection failed", sent=False)
         except (httpx.TimeoutException, _Deadline):
-            return _Outcome(name, failure="timeout")
+            return SourceOutcome(name, failure="timeout")
         except _TooLarge:
-            return _Outcome(name, failure="too large")
+            return SourceOutcome(name, failure="too large")
         except BadResponse:
-            return _Outcome(name, failure="bad response")
+            return SourceOutcome(name, failure="bad response")
         except httpx.TooManyRedirects:
-            return _Outcome(name, failure="bad response")
+            return SourceOutcome(name, failure="bad response")
         except httpx.HTTPError:
-            return _Outcome(name, failure="connection failed")
-        return _Outcome(name, hits=answer.hits, credits=answer.credits)
+            return SourceOutcome(name, failure="connection failed")
+        return SourceOutcome(name, hits=answer.hits, credits=answer.credits)
 
     def _finish(
         self,
