@@ -27,6 +27,8 @@ Decisions the spec leaves open:
 - Unknown fields are ignored on both search routes; `/v2/search` `limit` null means absent.
 - A connection whose request body was not read (refused before reading) is closed after the
   answer, so leftover bytes are never parsed as a next request.
+- `/healthz` is `degraded` with `search: no source enabled` when nothing is enabled (every
+  search would be a 422), besides the searcher's own list (missing key, daily cap, refused).
 - SIGTERM: the serve loop stops accepting, `drain()` waits for in-flight requests (answers
   given while draining carry `Connection: close`), then the store is closed.
 - `configure_logging` holds httpx and httpcore to WARNING: httpx logs each upstream request
@@ -354,6 +356,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _health(self) -> dict[str, object]:
         degraded = self.server.searcher.degraded()
+        if not self.server.searcher.config.enabled_sources:
+            degraded = ["search: no source enabled", *degraded]
         return {
             "status": "degraded" if degraded else "ok",
             "degraded": degraded,

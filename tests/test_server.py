@@ -284,10 +284,12 @@ def test_no_source_enabled_is_422_on_both_routes(tmp_path: Path) -> None:
     with gateway(tmp_path) as running:
         v1 = call(running.url, "POST", "/v1/search", {"query": "sqlite"})
         v2 = call(running.url, "POST", "/v2/search", {"query": "sqlite"})
+        health = call(running.url, "GET", "/healthz").json
     assert v1.status == 422
     assert v1.json["error"] == "no search results"
     assert v2.status == 422
     assert (v2.json["success"], v2.json["error"]) == (False, "no search results")
+    assert health == {**health, "status": "degraded", "degraded": ["search: no source enabled"]}
 
 
 @pytest.mark.parametrize("upstream_status", [500, 502, 503, 429, 404])

@@ -50,6 +50,13 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"sift serve: {exc}", file=sys.stderr)
         return 2
+    if not config.enabled_sources:
+        logging.getLogger("sift").warning(
+            "no search source is enabled: every search answers 422 until one of "
+            "search.searxng.enabled, search.brave_llm.enabled or search.tavily.enabled "
+            "is set to true in %s",
+            config.path,
+        )
     if args.allow_private_upstreams:
         logging.getLogger("sift").warning(
             "--allow-private-upstreams: public sources may reach private addresses (tests only)"
