@@ -29,12 +29,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import NamedTuple
 
 WORD = re.compile(r"[^\W_]+")
 MAX_FRONTMATTER_BYTES = 64 * 1024
 MAX_DESCRIPTION_CHARS = 1024
 _NAME = re.compile(r"[a-z0-9-]{1,64}")
 _KEY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?")
+_DOUBLE_RUN = re.compile(r'[^"\\\n]+')
+_SINGLE_RUN = re.compile(r"[^'\n]+")
 _BLOCK_HEADER = re.compile(r"([|>])([+-]?)([1-9]?)([+-]?)(?:[ \t]+#.*)?")
 _USER_ROOTS = (".agents/skills", ".pi/agent/skills", ".claude/skills")
 _PROJECT_ROOTS = (".agents/skills", ".pi/skills", ".claude/skills")
@@ -52,8 +55,7 @@ class Skill:
     base_dir: Path
 
 
-@dataclass(frozen=True)
-class Folded:
+class Folded(NamedTuple):
     """A skill's name and description lowercased, with their words, ready for matching."""
 
     name: str
@@ -68,6 +70,12 @@ class Catalog:
 
     skills: tuple[Skill, ...]
     diagnostics: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Keyword ties are broken by name through stable sorts, so the order is an invariant.
+        names = [skill.name for skill in self.skills]
+        if any(a > b for a, b in zip(names, names[1:], strict=False)):
+            object.__setattr__(self, "skills", tuple(sorted(self.skills, key=_by_name)))
 
     @cached_property
     def folded(self) -> tuple[Folded, ...]:
@@ -84,6 +92,13 @@ class Catalog:
                 )
             )
         return tuple(folded)
+
+    @cached_property
+    def texts(self) -> tuple[str, ...]:
+        """Return each skill's lowercased name and description joined by a line break."""
+        # A query term is a letter/digit run, so it is inside this text exactly when it is
+        # inside the name or the description: one quick test rules most skills out.
+        return tuple(f"{folded.name}\n{folded.description}" for folded in self.folded)
 
 
 class FrontmatterError(ValueError):
@@ -281,10 +296,16 @@ def _fold(lines: list[str]) -> str:
 def _quoted(text: str) -> str | None:
     """Parse a single- or double-quoted scalar, possibly over several lines."""
     quote, body = text[0], text[1:]
+    plain = _DOUBLE_RUN if quote == '"' else _SINGLE_RUN
     lines: list[str] = []
     current = ""
     position = 0
     while position < len(body):
+        run = plain.match(body, position)
+        if run:
+            current += run.group()
+            position = run.end()
+            continue
         char = body[position]
         position += 1
         if char == quote:

@@ -92,6 +92,7 @@ class Session:
         """Read config and catalog; return the new session and its diagnostics."""
         settings, diagnostics = load_settings(config_path, cwd=cwd)
         catalog = discover(skills_dirs=skills_dirs, cwd=cwd, home=home)
+        catalog.texts  # noqa: B018 - build the search index now, not in the first search
         snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings))
         reranker = None
         if settings.enabled and snapshot.key:

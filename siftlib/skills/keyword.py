@@ -50,33 +50,29 @@ def check_limit(limit: object) -> int:
 
 def keyword_scores(catalog: Catalog, query: str) -> list[tuple[Skill, int]]:
     """Score every eligible skill; return them best first, ties by name, zero scores included."""
+    scores = _scores(catalog, query)
+    # The catalog is sorted by name and the sort is stable, so ties stay in name order.
+    order = sorted(range(len(scores)), key=scores.__getitem__, reverse=True)
+    return [(catalog.skills[i], scores[i]) for i in order]
+
+
+def _scores(catalog: Catalog, query: str) -> list[int]:
+    """Return each skill's score, in catalog order."""
     normalised = normalise_query(query)
-    terms = query_terms(normalised)
-    scored = []
-    for skill, folded in zip(catalog.skills, catalog.folded, strict=True):
-        name, description = folded.name, folded.description
-        if normalised == name:
-            score = 100
-        elif normalised in name:
-            score = 40
-        else:
-            score = 0
-        for term in terms:
-            if term in folded.name_words:
-                score += 8
-            elif term in name:
-                score += 4
-            if term in folded.description_words:
-                score += 2
-            elif term in description:
-                score += 1
-        scored.append((skill, score))
-    scored.sort(key=_keyword_order)
-    return scored
-
-
-def _keyword_order(entry: tuple[Skill, int]) -> tuple[int, str]:
-    return -entry[1], entry[0].name
+    rows = catalog.folded
+    scores = [100 if normalised == r[0] else 40 if normalised in r[0] else 0 for r in rows]
+    for term in query_terms(normalised):
+        # Only skills whose name or description holds the term can score for it.
+        for index in [i for i, text in enumerate(catalog.texts) if term in text]:
+            name, name_words, description, description_words = rows[index]
+            in_name = term in name
+            if in_name:
+                scores[index] += 8 if term in name_words else 4
+            if term in description_words:
+                scores[index] += 2
+            elif not in_name or term in description:  # not in the name: so in the description
+                scores[index] += 1
+    return scores
 
 
 def keyword_search(catalog: Catalog, query: str, limit: int) -> SkillResult:
@@ -84,5 +80,9 @@ def keyword_search(catalog: Catalog, query: str, limit: int) -> SkillResult:
     check_limit(limit)
     if not query_terms(query):
         raise ToolError("the query has no search terms (letters or digits)")
-    positive = [skill for skill, score in keyword_scores(catalog, query) if score > 0]
-    return SkillResult(matches=tuple(positive[:limit]), total=len(positive))
+    scores = _scores(catalog, query)
+    positive = [i for i, score in enumerate(scores) if score > 0]
+    positive.sort(key=scores.__getitem__, reverse=True)  # stable: ties stay in name order
+    return SkillResult(
+        matches=tuple(catalog.skills[i] for i in positive[:limit]), total=len(positive)
+    )
