@@ -23,21 +23,22 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import httpx
 
 from siftlib import fusion
-from siftlib.config import SOURCE_ORDER, Config, Secrets
+from siftlib.config import SOURCE_ORDER, Config, Secrets, load_secrets
 from siftlib.dial import Upstream, UpstreamRefused, open_upstream
 from siftlib.errors import NoResultsError, QueryError
 from siftlib.hits import Hit
 from siftlib.metrics import Metrics
 from siftlib.sources import SOURCES, BadResponse, Source
-from siftlib.store import StoreError, cache_key
+from siftlib.store import StoreError, cache_key, open_store
 
 if TYPE_CHECKING:
     from siftlib.store import Store
@@ -505,3 +506,20 @@ def _read_capped(response: httpx.Response, deadline: float) -> bytes:
         if time.monotonic() > deadline:
             raise _Deadline
     return bytes(body)
+
+
+@contextmanager
+def open_searcher(config: Config, *, allow_private_upstreams: bool = False) -> Iterator[Searcher]:
+    """Open the store and a searcher over it, as every command runs; close both after."""
+    store = open_store(config.db)
+    searcher = Searcher(
+        config,
+        load_secrets(config.secret_env),
+        store=store,
+        allow_private_upstreams=allow_private_upstreams,
+    )
+    try:
+        yield searcher
+    finally:
+        searcher.close()
+        store.close()

@@ -95,9 +95,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from siftlib.bakeoff import BakeoffError
     from siftlib.bakeoff.run import read_query_set, run_bakeoff
-    from siftlib.config import load_config, load_secrets
-    from siftlib.pipeline import MAX_K, Searcher
-    from siftlib.store import open_store
+    from siftlib.config import load_config
+    from siftlib.pipeline import MAX_K, open_searcher
 
     logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
     config = load_config(args.config)
@@ -105,14 +104,7 @@ def _run(args: argparse.Namespace) -> int:
     if not 1 <= k <= MAX_K:
         raise BakeoffError(f"--k must be from 1 to {MAX_K}, not {k}")
     plan = read_query_set(Path(args.queries), Path(args.targets))
-    store = open_store(config.db)
-    searcher = Searcher(
-        config,
-        load_secrets(config.secret_env),
-        store=store,
-        allow_private_upstreams=args.allow_private_upstreams,
-    )
-    try:
+    with open_searcher(config, allow_private_upstreams=args.allow_private_upstreams) as searcher:
         meta = run_bakeoff(
             searcher,
             plan,
@@ -121,9 +113,6 @@ def _run(args: argparse.Namespace) -> int:
             max_credits=args.max_credits,
             progress=_progress_line(),
         )
-    finally:
-        searcher.close()
-        store.close()
     for name, info in meta["configs"].items():
         if not info["ran"]:
             print(f"sift bakeoff run: {name} not run: {info['reason']}", file=sys.stderr)

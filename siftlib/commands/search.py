@@ -61,27 +61,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _search_local(args: argparse.Namespace) -> dict[str, Any]:
-    from siftlib.config import load_config, load_secrets
-    from siftlib.pipeline import Searcher, SearchRequest
-    from siftlib.store import open_store
+    from siftlib.config import load_config
+    from siftlib.pipeline import SearchRequest, open_searcher
 
     config = load_config(args.config)
     if not config.enabled_sources:
         raise ConfigError(
             f"no search source is enabled: set {ENABLE_KEYS} to true in {config.path}"
         )
-    store = open_store(config.db)
-    searcher = Searcher(
-        config,
-        load_secrets(config.secret_env),
-        store=store,
-        allow_private_upstreams=args.allow_private_upstreams,
-    )
-    try:
+    with open_searcher(config, allow_private_upstreams=args.allow_private_upstreams) as searcher:
         return searcher.search(SearchRequest(query=args.query, k=args.k)).to_native()
-    finally:
-        searcher.close()
-        store.close()
 
 
 def _print(envelope: dict[str, Any], *, as_json: bool) -> None:

@@ -78,3 +78,21 @@ def number(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0
     return float(value)
+
+
+def map_results(data: dict[str, Any], source: str) -> list[Hit]:
+    """Map `results[].url|title|content|score` to hits, dropping those without a string URL."""
+    results = data.get("results")
+    if not isinstance(results, list):
+        raise BadResponse("no results list")
+    return [
+        Hit(
+            url=item["url"],
+            title=text(item.get("title")),
+            snippet=text(item.get("content")),
+            score=number(item.get("score")),
+            source=source,
+        )
+        for item in results
+        if isinstance(item, dict) and isinstance(item.get("url"), str)
+    ]

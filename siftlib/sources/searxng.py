@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import httpx
 
-from siftlib.hits import Hit
-from siftlib.sources.base import Answer, BadResponse, Source, load_object, number, text
+from siftlib.sources.base import Answer, Source, load_object, map_results
 
 
 class SearXNG(Source):
@@ -27,20 +26,7 @@ class SearXNG(Source):
         )
 
     def parse(self, body: bytes) -> Answer:
-        results = load_object(body).get("results")
-        if not isinstance(results, list):
-            raise BadResponse("no results list")
-        hits = [
-            Hit(
-                url=item["url"],
-                title=text(item.get("title")),
-                snippet=text(item.get("content")),
-                score=number(item.get("score")),
-                source=self.name,
-            )
-            for item in results
-            if isinstance(item, dict) and isinstance(item.get("url"), str)
-        ]
+        hits = map_results(load_object(body), self.name)
         hits.sort(key=lambda hit: -hit.score)  # stable: equal scores keep SearXNG's order
         return Answer(hits)
 

@@ -12,8 +12,7 @@ import math
 
 import httpx
 
-from siftlib.hits import Hit
-from siftlib.sources.base import Answer, BadResponse, Source, load_object, number, text
+from siftlib.sources.base import Answer, Source, load_object, map_results
 
 MAX_RESULTS = 20
 
@@ -48,21 +47,7 @@ class Tavily(Source):
 
     def parse(self, body: bytes) -> Answer:
         data = load_object(body)
-        results = data.get("results")
-        if not isinstance(results, list):
-            raise BadResponse("no results list")
-        hits = [
-            Hit(
-                url=item["url"],
-                title=text(item.get("title")),
-                snippet=text(item.get("content")),
-                score=number(item.get("score")),
-                source=self.name,
-            )
-            for item in results
-            if isinstance(item, dict) and isinstance(item.get("url"), str)
-        ]
-        return Answer(hits, credits=credits_used(data))
+        return Answer(map_results(data, self.name), credits=credits_used(data))
 
 
 def credits_used(data: dict[str, object]) -> int:
