@@ -113,7 +113,7 @@ def discover(*, skills_dirs: Sequence[Path] = (), cwd: Path, home: Path | None =
     roots: list[Path] = []
     for folder in skills_dirs:
         root = Path(os.path.abspath(folder))
-        if root.is_dir():
+        if os.path.isdir(root):
             roots.append(root)
         else:
             diagnostics.append(f"{root}: skills directory not found")
@@ -142,7 +142,7 @@ def project_folders(cwd: Path) -> list[Path]:
     """Return `cwd` and its parents up to the git root, nearest first (only `cwd` outside git)."""
     chain = [cwd, *cwd.parents]
     for index, folder in enumerate(chain):
-        if (folder / ".git").exists():
+        if os.path.lexists(folder / ".git"):  # os.path: an unreadable folder is no error
             return chain[: index + 1]
     return [cwd]
 
@@ -169,11 +169,18 @@ def _skill_folders(root: Path) -> Iterator[Path]:
                 subfolders = [
                     e.name
                     for e in entries
-                    if not e.name.startswith(".") and e.name != "node_modules" and e.is_dir()
+                    if not e.name.startswith(".") and e.name != "node_modules" and _is_dir(e)
                 ]
         except OSError:
             continue
         stack.extend(folder / name for name in sorted(subfolders, reverse=True))
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:  # e.g. a symlink into a folder we may not read
+        return False
 
 
 def _load(folder: Path, diagnostics: list[str]) -> tuple[Skill, bool] | None:

@@ -20,15 +20,12 @@ import argparse
 import importlib
 import json
 import os
-import queue
 import re
 import sys
-import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from siftlib.config import resolve_config_path
 from siftlib.skills.catalog import Catalog, discover
@@ -41,6 +38,9 @@ from siftlib.skills.keyword import (
     keyword_search,
     query_terms,
 )
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 NO_MATCH_TEXT = "No matching skills found."
 _DIGITS = re.compile(r"[0-9]+")
@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if args.query[:1] == ["eval"]:
         return _run_eval(args)
     cwd = Path(os.path.abspath(args.cwd or os.getcwd()))
-    if not cwd.is_dir():
+    if not os.path.isdir(cwd):
         return _tool_error(args, f"--cwd {cwd} is not a directory")
 
     def open_session() -> tuple[Session, list[str]]:
@@ -228,6 +228,11 @@ def serve_stdio(
     stdout: IO[str],
 ) -> int:
     """Answer JSON request lines until EOF; each answer is one whole line, in request order."""
+    # Imported here: one-shot searches never pay for the thread pool.
+    import queue
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     session, diagnostics = open_session()
     _warn(diagnostics)
     answers: queue.Queue[Future[dict[str, Any]] | None] = queue.Queue()
@@ -291,6 +296,8 @@ def _answer(session: Session, query: str, limit: int) -> dict[str, Any]:
 
 
 def _done(answer: dict[str, Any]) -> Future[dict[str, Any]]:
+    from concurrent.futures import Future
+
     future: Future[dict[str, Any]] = Future()
     future.set_result(answer)
     return future

@@ -163,7 +163,8 @@ def _describe_key(key: str) -> str:
 
 
 def _project_configs(cwd: Path) -> list[Path]:
-    return [path for f in project_folders(cwd) if (path := f / ".sift" / "config.toml").is_file()]
+    paths = [folder / ".sift" / "config.toml" for folder in project_folders(cwd)]
+    return [path for path in paths if os.path.isfile(path)]
 
 
 def _has_reranking_table(path: Path) -> bool:
