@@ -35,7 +35,7 @@ WORD = re.compile(r"[^\W_]+")
 MAX_FRONTMATTER_BYTES = 64 * 1024
 MAX_DESCRIPTION_CHARS = 1024
 _NAME = re.compile(r"[a-z0-9-]{1,64}")
-_KEY = re.compile(r"([A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?")
+_KEY = re.compile(r"""("[^"\\]*"|'[^']*'|[A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?""")
 _DOUBLE_RUN = re.compile(r'[^"\\\n]+')
 _SINGLE_RUN = re.compile(r"[^'\n]+")
 _BLOCK_HEADER = re.compile(r"([|>])([+-]?)([1-9]?)([+-]?)(?:[ \t]+#.*)?")
@@ -250,7 +250,10 @@ def parse_frontmatter(lines: Sequence[str]) -> dict[str, str | bool | None]:
         while index < len(lines) and _continues(lines[index]):
             block.append(lines[index])
             index += 1
-        fields[match.group(1)] = _scalar((match.group(2) or "").strip(), block)
+        key = match.group(1)
+        if key[0] in "\"'":
+            key = key[1:-1]
+        fields[key] = _scalar((match.group(2) or "").strip(), block)
     return fields
 
 

@@ -53,6 +53,9 @@ def parse(text: str) -> dict[str, Any]:
         ("description: first line\n  continues here", "first line continues here"),
         ("description: Use when: colons appear", "Use when: colons appear"),
         ("description: — em dash ünïcode", "— em dash ünïcode"),
+        # As PyYAML writes long double-quoted values: escaped breaks, "\ " for a space.
+        ('"description": "Creating art\\\n  \\ with code."', "Creating art with code."),
+        ("'description': 'quoted key'", "quoted key"),
     ],
 )
 def test_frontmatter_scalar_styles(text: str, description: str) -> None:
