@@ -103,6 +103,14 @@ def session(fake: FakeSystemOne) -> Iterator[Session]:
     s.reranker.close()
 
 
+def wait_for_request(fake: FakeSystemOne) -> None:
+    """Wait (boundedly) until the fake has received a request."""
+    give_up = time.monotonic() + 5.0
+    while not fake.requests:
+        assert time.monotonic() < give_up, "the provider was never called"
+        time.sleep(0.01)
+
+
 def names(result: SkillResult) -> list[str]:
     return [skill.name for skill in result.matches]
 
@@ -579,8 +587,7 @@ class TestConcurrency:
         outcome: dict[str, Any] = {}
         worker = threading.Thread(target=lambda: outcome.update(r=session.search(catalog)))
         worker.start()
-        while not session.fake.requests:
-            time.sleep(0.01)
+        wait_for_request(session.fake)
         changed = catalog_of(tmp_path / "reloaded", SKILLS)
         session.search(changed, query="merge pdf")
         gate.set()
@@ -739,18 +746,19 @@ class TestCommandWiring:
         def open_session() -> Any:
             return Session.open(config_path=config, skills_dirs=[skills], cwd=tmp_path)
 
-        with os.fdopen(read_end, "rb") as stdin, os.fdopen(write_end, "wb") as feed:
+        with os.fdopen(read_end, "rb") as stdin:
             runner = threading.Thread(target=serve_stdio, args=(open_session, stdin, stdout))
             runner.start()
             started = time.monotonic()
-            feed.write(json.dumps({"query": QUERY, "limit": 5}).encode() + b"\n")
-            feed.flush()
-            while not fake.requests:
-                time.sleep(0.01)
-            feed.write(b'{"op": "reload"}\n')
-            feed.flush()
-            assert fake.connections_closed.wait(5.0)
-        runner.join(10)
+            with os.fdopen(write_end, "wb") as feed:  # closing it is the session's EOF
+                feed.write(json.dumps({"query": QUERY, "limit": 5}).encode() + b"\n")
+                feed.flush()
+                wait_for_request(fake)
+                feed.write(b'{"op": "reload"}\n')
+                feed.flush()
+                assert fake.connections_closed.wait(5.0)
+            runner.join(10)
+            assert not runner.is_alive()
         assert time.monotonic() - started < 5.0  # far below the 10 s deadline
         first, second = (json.loads(line) for line in stdout.getvalue().splitlines())
         fresh = Session.open(config_path=config, skills_dirs=[skills], cwd=tmp_path)[0]
