@@ -80,6 +80,7 @@ class Session:
         self.fake = fake
         self.clock = Clock()
         self.recorder = Recorder()
+        settings.setdefault("timeout_ms", 5000)  # generous unless a test is about the deadline
         self.settings = RerankSettings(enabled=True, **settings)
         self.reranker = Reranker(
             self.settings, KEY, base_url=fake.url, clock=self.clock, observers=[self.recorder]
