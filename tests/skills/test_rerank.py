@@ -768,3 +768,48 @@ class TestCommandWiring:
         assert [m["name"] for m in first["details"]["matches"]] == names(baseline)
         assert second == {"ok": True}
         assert len(fake.requests) == 1
+
+
+class TestRealCatalog:
+    """The 119 real skills of ../shared/realdata go through the whole path."""
+
+    def catalog(self, path: Path, root: Path) -> Catalog:
+        entries: dict[str, str] = {}
+        for entry in json.loads(path.read_text()):
+            if not entry.get("disable_model_invocation"):
+                entries.setdefault(entry["name"], entry["description"])  # first one wins
+        return catalog_of(root, entries)
+
+    @pytest.mark.parametrize("fit", [False, True])
+    def test_every_shortlist_is_a_valid_request_and_answers_are_used(
+        self, fake: FakeSystemOne, real_catalog_json: Path, tmp_path: Path, fit: bool
+    ) -> None:
+        catalog = self.catalog(real_catalog_json, tmp_path)
+        session = Session(fake, max_candidates=64, experimental_fit=fit)
+        queries = [
+            "fuzz a rust crate",
+            "review my pull request",
+            "extract text from a pdf",
+            "write a new skill",
+            "audit a smart contract",
+            "debug a failing test",
+        ]
+        for query in queries:
+            # The last candidate sent wins: often a long, truncated or non-ASCII description.
+            def handler(body: dict[str, Any]) -> Any:
+                last = body["state"]["candidates"][-1]["name"]
+                if fit:
+                    return fitted({last: 0.9}, 0.1, {last: 0.95})(body)
+                return ranked({last: 0.9}, 0.1)(body)
+
+            fake.handler = handler
+            result, _ = session.search(catalog, query=query)
+            seen = fake.requests[-1]
+            assert seen.sdk_error is None
+            sent = seen.body["state"]["candidates"]
+            assert len(sent) == 64
+            assert [skill.name for skill in result.matches] == [sent[-1]["name"]]
+            local = {skill.name: skill for skill in catalog.skills}
+            assert result.matches[0] is local[sent[-1]["name"]]
+            assert all(len(c["description"].encode()) <= 512 for c in sent)
+        assert len(fake.requests) == len(queries)
