@@ -22,9 +22,13 @@ Decisions:
   the hour bucket, so nobody can hit it later, and the file stays bounded by one hour of
   searches. Expired rows are never served; `sweep()` deletes them, and so do a store's first
   `cache_put` and every 256th after it.
-- Threads: one connection per store behind a lock. The server runs a thread per request, so a
-  connection per thread would be opened and torn down on every request; a lookup takes tens
-  of microseconds, so serialising them is cheap (tests/bench/bench_store.py measures it).
+- Threads: writes (puts, sweeps, the ledger) share one connection behind a lock, so threads
+  queue in Python instead of in SQLite's sleeping busy handler. Lookups take a connection of
+  their own from a pool and never wait on that lock: a put stuck for up to the busy timeout
+  on another process's write lock must not stall this process's cache hits (WAL readers are
+  never blocked by a writer), and a lock held across SQLite's release of the GIL would make
+  waiting readers pay for the holder's rescheduling. Pooled rather than per thread, because
+  the server starts a thread per connection (opening one costs ~130 µs).
 - Processes: a reservation is one guarded upsert, atomic inside SQLite, so threads and
   processes sharing the file never pass the cap. The busy timeout is 1 s; a lock held longer
   is a fault for that operation only. `settle` records the actual credits even past the cap
@@ -134,6 +138,8 @@ class SQLiteStore:
         self._problem = problem
         self._ready = False
         self._lock = threading.RLock()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
         self._puts = 0
         # The in-memory ledger: the last total read from the file, plus what the file has not
         # seen (signed), plus reservations made in memory and not yet settled.
@@ -148,7 +154,7 @@ class SQLiteStore:
 
     def cache_get(self, key: str, *, now: float) -> list[Hit] | None:
         """Return the cached hits under `key`, or None when there are none or they expired."""
-        row = self._run(
+        row = self._read(
             lambda db: db.execute(
                 "SELECT hits FROM search WHERE key = ? AND expires > ?", (key, now)
             ).fetchone()
@@ -236,6 +242,7 @@ class SQLiteStore:
                 self._conn.close()
                 self._conn = None
                 self._problem = self._problem or "the store is closed"
+            self._close_readers()
 
     def _total(self, slot: tuple[str, str]) -> int:
         return self._seen[slot] + self._unsynced[slot]
@@ -290,6 +297,37 @@ class SQLiteStore:
             self._problem = None
             return result
 
+    def _read(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+        """Run one read on a pooled connection of its own, outside the writer's lock."""
+        if not self._ready or self._conn is None:
+            self._run(lambda db: None)  # prepares the file, or raises its fault
+        with self._readers_lock:
+            db = self._readers.pop() if self._readers else None
+        try:
+            if db is None:
+                db = _connect(self.path)
+            result = operation(db)
+        except sqlite3.Error as exc:
+            if db is not None:
+                db.close()
+            with self._lock:
+                raise self._fault(exc) from None
+        with self._readers_lock:
+            self._readers.append(db)
+        if self._conn is None:  # closed or faulted meanwhile
+            self._close_readers()
+        if self._problem is not None:
+            with self._lock:
+                if self._conn is not None:
+                    self._problem = None
+        return result
+
+    def _close_readers(self) -> None:
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for db in readers:
+            db.close()
+
     def _fault(self, exc: Exception) -> StoreError:
         """Record a fault; a lasting one closes the file so nothing touches it again."""
         problem, lasting = _describe(exc)
@@ -297,6 +335,7 @@ class SQLiteStore:
         if lasting and self._conn is not None:
             self._conn.close()
             self._conn = None
+            self._close_readers()
             _report(problem, self.path)
         return StoreError(problem)
 
@@ -311,9 +350,7 @@ def open_store(path: Path) -> SQLiteStore:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.exists() and not path.stat().st_mode & 0o222:
             return _faulted(path, "the database file is read-only")
-        conn = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
-        )
+        conn = _connect(path)
     except (OSError, sqlite3.Error):
         return _faulted(path, "the database file cannot be opened")
     store = SQLiteStore(path, conn, None)
@@ -321,6 +358,13 @@ def open_store(path: Path) -> SQLiteStore:
     with contextlib.suppress(StoreError):
         store._run(lambda db: None)
     return store
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    # Autocommit: every statement is its own transaction unless one says BEGIN.
+    return sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+    )
 
 
 def _faulted(path: Path, problem: str) -> SQLiteStore:

@@ -298,6 +298,32 @@ def test_a_corrupt_file_is_reported_and_left_in_place(
     assert db_path.read_bytes() == before
 
 
+def test_corruption_found_by_a_lookup_disables_the_file(
+    store: SQLiteStore, db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for k in range(300):
+        store.cache_put(key(k=k), HITS, now=NOW, ttl=3600)
+    store.close()
+    data = bytearray(db_path.read_bytes())
+    data[len(data) // 2 :] = b"\xa5" * (len(data) - len(data) // 2)  # the rows, not the schema
+    db_path.write_bytes(bytes(data))
+    opened = open_store(db_path)
+    assert opened.problem is None
+    with (
+        caplog.at_level(logging.WARNING, logger="sift"),
+        pytest.raises(StoreError, match="^the database file is corrupt$"),
+    ):
+        for k in range(300):
+            opened.cache_get(key(k=k), now=NOW)
+    assert opened.problem == "the database file is corrupt"
+    assert str(db_path) in caplog.text
+    with pytest.raises(StoreError, match="corrupt"):
+        opened.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert opened.reserve("tavily", day="2025-11-30", cap=1)
+    opened.close()
+    assert db_path.read_bytes() == bytes(data)
+
+
 def test_a_read_only_file_is_reported_and_left_in_place(
     store: SQLiteStore, db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -512,3 +538,52 @@ def test_credits_settled_during_a_lock_reach_the_file_afterwards(
     assert opened.daily_credits(day=DAY) == {"tavily": 3}
     other.close()
     opened.close()
+
+
+def test_lookups_do_not_wait_behind_a_write_stuck_on_a_foreign_lock(
+    store: SQLiteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 30.0)
+    patient = open_store(db_path)
+    patient.cache_get(key(), now=NOW)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process is writing
+    writer = threading.Thread(
+        target=patient.cache_put, args=(key(k=1), HITS), kwargs={"now": NOW, "ttl": 3600}
+    )
+    writer.start()
+    writer.join(0.2)  # the put now waits for the lock, holding the store's writer
+    assert patient.cache_get(key(), now=NOW) == HITS
+    assert writer.is_alive()
+    other.execute("COMMIT")
+    writer.join()
+    assert patient.cache_get(key(k=1), now=NOW) == HITS
+    other.close()
+    patient.close()
+
+
+def test_concurrent_lookups_and_a_close_raise_nothing_but_store_errors(
+    store: SQLiteStore,
+) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    barrier, failures = threading.Barrier(9), []
+
+    def look() -> None:
+        barrier.wait()
+        for _ in range(200):
+            try:
+                assert store.cache_get(key(), now=NOW) == HITS
+            except StoreError as exc:
+                assert str(exc) == "the store is closed"
+            except Exception as exc:  # noqa: BLE001 - collected for the assertion below
+                failures.append(exc)
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    store.close()
+    for thread in threads:
+        thread.join()
+    assert failures == []

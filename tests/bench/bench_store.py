@@ -1,10 +1,11 @@
 """Benchmark the SQLite store: cache-hit lookups, cap reservations, and the file size over time.
 
 Figures (targets: each median under 1 ms):
-- median `cache_get` of a hit (8 hits decoded), one thread; and per call with 8 threads
-  sharing one store (the shipped design: one connection behind a lock) side by side with
-  8 threads each on its own store (what a connection per thread would give), plus the cost
-  of opening a store, which a connection per request-thread would pay on every request;
+- median `cache_get` of a hit (8 hits decoded), one thread; then 8 request threads, each
+  lookup followed by request-like work (encoding the answer), for the shipped design (a pool
+  of reader connections) side by side with one lock around every lookup (one shared
+  connection) and a store per thread, plus the cost of opening a store, which a connection
+  per request-thread would pay on every request;
 - median `reserve` (one guarded upsert, committed) and `reserve` + `settle`;
 - the file size after 100k cached searches, one a second on an injected clock with the
   default 1 h TTL, with expiry sweeping on, side by side with sweeping off.
@@ -12,19 +13,21 @@ Figures (targets: each median under 1 ms):
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from siftlib import store as store_module  # noqa: E402
 from siftlib.hits import Hit  # noqa: E402
-from siftlib.store import SQLiteStore, cache_key, open_store  # noqa: E402
+from siftlib.store import cache_key, open_store  # noqa: E402
 
 NOW = 1_764_475_200.0
 DAY = "2025-11-30"
@@ -61,32 +64,43 @@ def verdict(samples: list[int]) -> str:
     return "under the 1 ms target" if median_us(samples) < 1000 else "OVER the 1 ms target"
 
 
-def time_lookups(store: SQLiteStore, keys: list[str], out: list[int]) -> None:
+def time_lookups(
+    lookup: Callable[[str], object], keys: list[str], out: list[int], *, request_work: int = 0
+) -> None:
     for k in keys:
         started = time.perf_counter_ns()
-        hits = store.cache_get(k, now=NOW)
+        hits = lookup(k)
         out.append(time.perf_counter_ns() - started)
         assert hits is not None
+        for _ in range(request_work):  # the rest of a request: encode the answer
+            json.dumps([hit.to_dict() for hit in HITS])
 
 
 def bench_lookups(path: Path) -> None:
     store = open_store(path)
-    keys = [key(n) for n in range(2000)]
+    keys = [key(n) for n in range(500)]
     for k in keys:
         store.cache_put(k, HITS, now=NOW, ttl=3600)
 
-    time_lookups(store, keys, [])  # warm the page cache and the statement cache
+    def pooled(k: str) -> object:
+        return store.cache_get(k, now=NOW)
+
+    time_lookups(pooled, keys, [])  # warm the page cache and the statement caches
     one: list[int] = []
-    time_lookups(store, keys * 5, one)
+    time_lookups(pooled, keys * 5, one)
     print(
         f"cache hit, 1 thread:                      median {median_us(one):7.1f} µs"
         f"  ({verdict(one)})"
     )
 
-    def run(stores: list[SQLiteStore]) -> tuple[float, float]:
+    def run(lookups: list[Callable[[str], object]]) -> tuple[float, float]:
         samples: list[list[int]] = [[] for _ in range(8)]
         threads = [
-            threading.Thread(target=time_lookups, args=(stores[i % len(stores)], keys, samples[i]))
+            threading.Thread(
+                target=time_lookups,
+                args=(lookups[i % len(lookups)], keys, samples[i]),
+                kwargs={"request_work": 10},
+            )
             for i in range(8)
         ]
         started = time.perf_counter()
@@ -98,17 +112,30 @@ def bench_lookups(path: Path) -> None:
         flat = [s for per in samples for s in per]
         return median_us(flat), len(flat) / elapsed
 
-    shared_median, shared_rate = run([store])
+    lock = threading.Lock()
+
+    def locked(k: str) -> object:
+        with lock:
+            return store.cache_get(k, now=NOW)
+
     own = [open_store(path) for _ in range(8)]
-    own_median, own_rate = run(own)
-    print(
-        f"cache hit, 8 threads, one shared store:   median {shared_median:7.1f} µs, "
-        f"{shared_rate:8.0f} lookups/s"
-    )
-    print(
-        f"cache hit, 8 threads, a store per thread: median {own_median:7.1f} µs, "
-        f"{own_rate:8.0f} lookups/s"
-    )
+    designs = {
+        "pooled readers (shipped)": [pooled],
+        "one lock around lookups": [locked],
+        "a store per thread": [lambda k, s=s: s.cache_get(k, now=NOW) for s in own],
+    }
+    # Interleaved rounds, since other work on the machine moves these figures a lot.
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in designs}
+    for _ in range(3):
+        for name, lookups in designs.items():
+            figures[name].append(run(lookups))
+    for name, rounds in figures.items():
+        medians = sorted(median for median, _ in rounds)
+        rate = statistics.median(rate for _, rate in rounds)
+        print(
+            f"cache hit, 8 request threads, {name + ':':26} median {medians[1]:7.1f} µs "
+            f"(rounds {medians[0]:.0f}-{medians[-1]:.0f}), {rate:6.0f} requests/s"
+        )
     opens: list[int] = []
     for _ in range(50):
         started = time.perf_counter_ns()
