@@ -316,10 +316,7 @@ class SQLiteStore:
             self._readers.append(db)
         if self._conn is None:  # closed or faulted meanwhile
             self._close_readers()
-        if self._problem is not None:
-            with self._lock:
-                if self._conn is not None:
-                    self._problem = None
+        # A transient problem is cleared by the next write, under the lock this must not take.
         return result
 
     def _close_readers(self) -> None:
