@@ -149,7 +149,7 @@ class SQLiteStore:
 
     @property
     def problem(self) -> str | None:
-        """A one-sentence description of the current fault, else None."""
+        """A one-sentence description of the current fault, else None (a lock clears on success)."""
         return self._problem
 
     def cache_get(self, key: str, *, now: float) -> list[Hit] | None:
