@@ -77,6 +77,8 @@ class Reason(enum.Enum):
     WRONG_TYPE = "wrong_type"
     OUT_OF_RANGE = "out_of_range"
     BAD_SUM = "bad_sum"
+    # a defect of ours, still served by the keyword baseline
+    INTERNAL = "internal"
 
 
 class InvalidAnswer(Exception):
@@ -147,6 +149,8 @@ def _probability(value: object) -> float:
     """Check one untrusted probability: a finite real number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidAnswer(Reason.WRONG_TYPE)
+    if isinstance(value, int) and not 0 <= value <= 1:
+        raise InvalidAnswer(Reason.OUT_OF_RANGE)  # before float(), which overflows on huge ints
     number = float(value)
     if not math.isfinite(number) or number < 0.0 or number > 1.0:
         raise InvalidAnswer(Reason.OUT_OF_RANGE)

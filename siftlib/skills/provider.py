@@ -129,8 +129,8 @@ def parse_response(raw: bytes) -> ProviderAnswer:
     """Decode the response body; its content stays untrusted until `decide` validates it."""
     try:
         decoded = json.loads(raw, object_pairs_hook=JSONObject.from_pairs)
-    except (ValueError, RecursionError) as exc:
-        raise InvalidAnswer(Reason.MALFORMED) from exc
+    except (ValueError, RecursionError):
+        raise InvalidAnswer(Reason.MALFORMED) from None  # the error would quote the body
     if not isinstance(decoded, JSONObject) or not isinstance(decoded.get("answers"), JSONObject):
         raise InvalidAnswer(Reason.MALFORMED)
     usage = decoded.get("usage")

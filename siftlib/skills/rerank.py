@@ -184,7 +184,11 @@ class Reranker:
         """Rerank the keyword `baseline` of `query`, or return it unchanged."""
         deadline = time.monotonic() + self._settings.timeout_ms / 1000.0
         trail = _Trail()
-        outcome = self._search(catalog, query, baseline, cancel, deadline, trail)
+        try:
+            outcome = self._search(catalog, query, cancel, deadline, trail)
+        except Exception:
+            # Whatever went wrong, the caller still gets its keyword result.
+            outcome = fail(Reason.INTERNAL)
         if outcome.decision in (Decision.ACCEPTED, Decision.NO_MATCH):
             ranked = tuple(trail.shortlist[i] for i in outcome.ranked)
             result = SkillResult(matches=ranked[:limit], total=len(ranked))
@@ -210,7 +214,6 @@ class Reranker:
         self,
         catalog: Catalog,
         query: str,
-        baseline: SkillResult,
         cancel: threading.Event | None,
         deadline: float,
         trail: _Trail,

@@ -282,3 +282,7 @@ def test_answers_to_questions_not_asked_are_ignored_outside_fit_mode() -> None:
     answers = selection({"c0": 0.9, "c1": 0.0, "c2": 0.0, "none": 0.1})
     answers["extra"] = {"type": "noul", "noul": 0.5}
     assert validate_distribution(normalise(answers), IDS).candidates[0] == 0.9
+
+
+def test_a_huge_integer_is_out_of_range_not_an_overflow() -> None:
+    assert rejected({"c0": 10**400, "c1": 0, "c2": 0, "none": 0}) is Reason.OUT_OF_RANGE

@@ -813,3 +813,57 @@ class TestRealCatalog:
             assert result.matches[0] is local[sent[-1]["name"]]
             assert all(len(c["description"].encode()) <= 512 for c in sent)
         assert len(fake.requests) == len(queries)
+
+
+class TestUntrustedAnswers:
+    def test_random_garbage_never_escapes_a_search(
+        self, session: Session, catalog: Catalog
+    ) -> None:
+        import random
+
+        rng = random.Random(20261130)
+        atoms: list[Any] = [None, True, 0, 1, -1, 0.5, 1e308, 10**40, "", "c0", "none", [], {}]
+
+        def garbage(depth: int) -> Any:
+            if depth == 0 or rng.random() < 0.3:
+                return rng.choice(atoms)
+            if rng.random() < 0.5:
+                return [garbage(depth - 1) for _ in range(rng.randint(0, 3))]
+            keys = [
+                "selection",
+                "type",
+                "choice",
+                "probabilities",
+                "noul",
+                "c0",
+                "c1",
+                "none",
+                "answers",
+                "usage",
+                "input_tokens",
+            ]
+            return {rng.choice(keys): garbage(depth - 1) for _ in range(rng.randint(0, 4))}
+
+        bodies: list[bytes] = []
+        for _ in range(60):
+            answer = {"model": "m", "answers": garbage(4), "usage": garbage(2)}
+            if rng.random() < 0.5:
+                answer["answers"] = {"selection": {"type": "choice", "probabilities": garbage(2)}}
+            bodies.append(json.dumps(answer).encode())
+        session.fake.handler = lambda body: (200, bodies.pop())
+        while bodies:
+            result, baseline = session.search(catalog, query=f"merge pdf {len(bodies)}")
+            assert result is baseline
+            assert session.recorder.last.decision is Decision.FAILURE
+            assert session.recorder.last.reason is not Reason.INTERNAL  # caught as untrusted
+
+    def test_a_defect_of_ours_still_returns_the_baseline(
+        self, session: Session, catalog: Catalog, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def broken(*args: object) -> None:
+            raise RuntimeError("a bug")
+
+        monkeypatch.setattr("siftlib.skills.rerank.build_request", broken)
+        result, baseline = session.search(catalog)
+        assert result is baseline
+        assert session.recorder.last.reason is Reason.INTERNAL
