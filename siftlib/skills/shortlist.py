@@ -133,6 +133,9 @@ def truncate_utf8(text: str, max_bytes: int) -> str:
 def compact_json(value: Any) -> bytes:
     """Serialize `value` as JavaScript's `JSON.stringify` does, as UTF-8 bytes."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    # JSON.stringify escapes lone surrogates; they cannot be encoded as UTF-8 otherwise.
-    text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    if _LONE_SURROGATE.search(text):
+        # As in JavaScript strings, a high surrogate followed by a low one is one character;
+        # JSON.stringify escapes the surrogates left alone (UTF-8 cannot encode them).
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.encode("utf-8")

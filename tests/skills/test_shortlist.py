@@ -289,6 +289,8 @@ def test_request_carries_no_local_provenance(
         ("\b\f\n\r\t", b'"\\b\\f\\n\\r\\t"'),
         ("/<>&'", b'"/<>&\'"'),
         ("\ud800x", b'"\\ud800x"'),  # a lone surrogate is escaped
+        ("\udbf4\ude11", '"\U0010d211"'.encode()),  # a split pair is one character
+        ("\ude11\udbf4", b'"\\ude11\\udbf4"'),  # low before high: two lone ones
         ("😀", '"😀"'.encode()),
     ],
 )
