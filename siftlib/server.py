@@ -4,16 +4,18 @@
     server.serve_forever()          # SIGTERM → server.shutdown(); then server.drain(); close
 
 Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (search.md §3):
-- the listen backlog is 128, not 5; responses are buffered and flushed in one write, with
-  `TCP_NODELAY` set, so keep-alive answers never wait for the client's delayed ACK;
+- the listen backlog is 128, not 5; each response (head and body) is built as one bytes
+  object and written once, with `TCP_NODELAY` set, so keep-alive answers never wait for the client's delayed ACK;
 - every connection has a socket timeout, so a client that stalls mid-request loses its thread
   after `socket_timeout` seconds; open connections are bounded (`max_connections`, a canned
   503 past it) so idle clients cannot pile up threads;
 - `Content-Length` must appear exactly once, as plain digits: anything else is a 400, a
   larger body than 64 KiB a 413, and a body shorter than declared a 400, never searched;
-- searches run on a bounded pool (`max_searches`): a request waits at most `queue_wait` for a
-  slot, else 503; the handler waits at most `deadline` for its search, else 503 (the search
-  keeps its slot until the pipeline's own deadline ends it, so the bound stays honest);
+- searches are bounded (`max_searches`): a request waits at most `queue_wait` for a slot,
+  else 503. A search runs on its handler's thread (a hand-off to a pool cost a third of the
+  cache-hit throughput); one deadline thread answers 503 for any search still running
+  `deadline` seconds after its request started, and the late outcome is dropped. The search
+  keeps its slot until the pipeline's own deadline ends it, so the bound stays honest;
 - never a 502 (the Firecrawl SDK retries only on 502, tripling upstream spend): statuses are
   400, 401, 404, 405, 413, 422, 503, and 500 with a fixed body for anything unexpected.
 
@@ -49,8 +51,8 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,6 +78,7 @@ _ROUTES = {
 _METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 _LOGGABLE = frozenset((*_ROUTES, *_METHODS, "other"))
 _DIGITS = re.compile(r"[0-9]+")
+_READ_FIELDS = frozenset({"authorization", "content-length", "transfer-encoding"})
 _BUSY_BODY = b'{"error": "server busy, retry"}\n'
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -97,6 +100,83 @@ class Rejected(Exception):
         super().__init__(error)
         self.status, self.error, self.details = status, error, details
         self.warnings = warnings
+
+
+class AlreadyAnswered(Exception):
+    """The deadline passed and the client already has its 503: drop the late outcome."""
+
+
+class _Watch:
+    """One search under the deadline: settled by its handler, or expired by the watchdog."""
+
+    __slots__ = ("due", "on_expiry", "state", "_lock")
+
+    def __init__(self, due: float, on_expiry: Callable[[], None]) -> None:
+        self.due, self.on_expiry = due, on_expiry
+        self.state = "running"
+        self._lock = threading.Lock()
+
+    def settle(self) -> bool:
+        """Mark the search finished; False when the deadline already answered for it."""
+        with self._lock:
+            if self.state == "expired":
+                return False
+            self.state = "settled"
+            return True
+
+    def expire(self) -> None:
+        with self._lock:
+            if self.state == "running":
+                self.state = "expired"
+                self.on_expiry()
+
+
+class _Watchdog:
+    """One thread that expires searches past their deadline, so handlers need no second thread.
+
+    Deadlines are all `deadline` after their request started, so they arrive in (nearly)
+    increasing order: a FIFO checked at its head is enough, and settled entries fall off
+    when the head comes due.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[_Watch] = deque()
+        self._closed = False
+        threading.Thread(target=self._run, name="sift-deadline", daemon=True).start()
+
+    def watch(self, due: float, on_expiry: Callable[[], None]) -> _Watch:
+        """Start watching one search."""
+        entry = _Watch(due, on_expiry)
+        with self._cond:
+            self._queue.append(entry)
+            if len(self._queue) == 1:
+                self._cond.notify()
+        return entry
+
+    def close(self) -> None:
+        """Stop the thread; searches still running are no longer expired."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    while self._queue and self._queue[0].state != "running":
+                        self._queue.popleft()
+                    if self._closed:
+                        return
+                    if not self._queue:
+                        self._cond.wait()
+                        continue
+                    delay = self._queue[0].due - time.monotonic()
+                    if delay <= 0:
+                        entry = self._queue.popleft()
+                        break
+                    self._cond.wait(delay)
+            entry.expire()
 
 
 def configure_logging() -> None:
@@ -168,7 +248,7 @@ class GatewayServer(ThreadingHTTPServer):
         self.max_connections = max_connections
         self.draining = threading.Event()
         self._slots = threading.BoundedSemaphore(max_searches)
-        self._pool = ThreadPoolExecutor(max_workers=max_searches, thread_name_prefix="sift-req")
+        self._watchdog = _Watchdog()
         self._state = threading.Condition()
         self._connections = 0
         self._in_flight = 0
@@ -200,24 +280,29 @@ class GatewayServer(ThreadingHTTPServer):
                 found = name
         return found
 
-    def run_search(self, request: SearchRequest, started: float) -> SearchResponse:
-        """Run one search on the bounded pool; 503 when full or past the deadline."""
+    def run_search(
+        self, request: SearchRequest, *, started: float, on_expiry: Callable[[], None]
+    ) -> SearchResponse:
+        """Run one search on this thread; 503 when the gateway is full.
+
+        Past the deadline, the deadline thread calls `on_expiry` (which answers 503) while
+        the search runs on; its late outcome is then dropped with `AlreadyAnswered`.
+        """
         if not self._slots.acquire(timeout=self.queue_wait):
             self.searcher.metrics.inc("http_shed", reason="busy")
             raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "server busy, retry")
+        watch = self._watchdog.watch(started + self.deadline, on_expiry)
         try:
-            future = self._pool.submit(self.searcher.search, request)
+            response = self.searcher.search(request)
         except BaseException:
+            if watch.settle():
+                raise
+            raise AlreadyAnswered from None
+        finally:
             self._slots.release()
-            raise
-        future.add_done_callback(lambda _: self._slots.release())
-        try:
-            return future.result(timeout=max(0.0, started + self.deadline - time.monotonic()))
-        except TimeoutError:
-            if future.done():
-                raise  # the search itself raised TimeoutError: an internal error
-            self.searcher.metrics.inc("http_shed", reason="deadline")
-            raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded") from None
+        if not watch.settle():
+            raise AlreadyAnswered
+        return response
 
     @contextmanager
     def in_flight(self) -> Iterator[None]:
@@ -229,18 +314,19 @@ class GatewayServer(ThreadingHTTPServer):
         finally:
             with self._state:
                 self._in_flight -= 1
-                self._state.notify_all()
+                if self.draining.is_set():
+                    self._state.notify_all()
 
     def drain(self, timeout: float) -> bool:
         """Wait until no request is in flight (call after `shutdown`); False on timeout."""
-        self.draining.set()
         with self._state:
+            self.draining.set()
             return self._state.wait_for(lambda: self._in_flight == 0, timeout=timeout)
 
     def server_close(self) -> None:
-        """Close the listening socket and the search pool."""
+        """Close the listening socket and stop the deadline thread."""
         super().server_close()
-        self._pool.shutdown(wait=True)
+        self._watchdog.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Start a handler thread, or shed the connection with a canned 503 past the bound."""
@@ -284,9 +370,8 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
     disable_nagle_algorithm = True
     wbufsize = 64 * 1024  # headers and body leave in one write, flushed per request
-
-    def version_string(self) -> str:
-        return self.server_version
+    _body_read = False
+    _parsed_fields: dict[str, list[str]] | None = None
 
     def setup(self) -> None:
         super().setup()
@@ -321,6 +406,7 @@ class Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str) -> None:
         started = time.monotonic()
         self._body_read = False
+        self._parsed_fields = None
         route = self.route
         with self.server.in_flight():
             try:
@@ -332,7 +418,7 @@ class Handler(BaseHTTPRequestHandler):
                 if route == "/healthz":
                     self._send_json(HTTPStatus.OK, self._health())
                     return
-                caller = self.server.authenticate(self.headers.get("Authorization"))
+                caller = self.server.authenticate(self._field("authorization"))
                 if caller is None:
                     raise Rejected(HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token")
                 if route == "/metrics":
@@ -343,6 +429,8 @@ class Handler(BaseHTTPRequestHandler):
                     self._send_json(HTTPStatus.OK, self._firecrawl(caller, started))
             except Rejected as exc:
                 self._reject(exc)
+            except AlreadyAnswered:
+                self.close_connection = True
             except QueryError as exc:
                 self._reject(Rejected(HTTPStatus.BAD_REQUEST, "invalid query", _why(exc)))
             except NoResultsError as exc:
@@ -389,7 +477,9 @@ class Handler(BaseHTTPRequestHandler):
             digest=bool(body.get("digest")),
             caller=caller,
         )
-        return self.server.run_search(request, started).to_native()
+        return self.server.run_search(
+            request, started=started, on_expiry=self._answer_late
+        ).to_native()
 
     def _firecrawl(self, caller: str, started: float) -> dict[str, object]:
         """Serve `POST /v2/search`: Firecrawl's shape, web hits only, never a scrape."""
@@ -403,7 +493,7 @@ class Handler(BaseHTTPRequestHandler):
             raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "limit must be an integer")
         limit = min(max(limit, 1), FIRECRAWL_MAX_LIMIT)
         request = SearchRequest(query=_query(body), k=limit, caller=caller)
-        response = self.server.run_search(request, started)
+        response = self.server.run_search(request, started=started, on_expiry=self._answer_late)
         web = [
             {"url": hit.url, "title": hit.title, "description": hit.snippet, "position": i}
             for i, hit in enumerate(response.results, 1)
@@ -412,11 +502,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def _read_json(self) -> dict[str, Any]:
         """Read the body (exactly `Content-Length` bytes, at most 64 KiB) as a JSON object."""
-        if self.headers.get("Transfer-Encoding") is not None:
+        if self._field("transfer-encoding") is not None:
             raise Rejected(
                 HTTPStatus.BAD_REQUEST, "bad request", "send the body with a Content-Length"
             )
-        declared = self.headers.get_all("Content-Length") or []
+        declared = self._fields().get("content-length", [])
         if len(declared) != 1 or not _DIGITS.fullmatch(declared[0].strip()):
             raise Rejected(
                 HTTPStatus.BAD_REQUEST,
@@ -451,45 +541,96 @@ class Handler(BaseHTTPRequestHandler):
         return body
 
     def _reject(self, exc: Rejected) -> None:
+        self._send_json(exc.status, self._error_payload(exc), headers=self._error_headers(exc))
+
+    def _error_payload(self, exc: Rejected) -> dict[str, object]:
         payload: dict[str, object] = {"error": exc.error}
         if exc.details:
             payload["details"] = exc.details
         if exc.warnings is not None:
             payload["warnings"] = exc.warnings
-        if self.route == "/v2/search":
-            payload = {"success": False, **payload}
-        headers = {}
+        return {"success": False, **payload} if self.route == "/v2/search" else payload
+
+    def _error_headers(self, exc: Rejected) -> dict[str, str]:
         if exc.status == HTTPStatus.UNAUTHORIZED:
-            headers["WWW-Authenticate"] = 'Bearer realm="sift"'
+            return {"WWW-Authenticate": 'Bearer realm="sift"'}
         if exc.status == HTTPStatus.METHOD_NOT_ALLOWED:
-            headers["Allow"] = ", ".join(_ROUTES[self.route])
-        self._send_json(exc.status, payload, headers=headers)
+            return {"Allow": ", ".join(_ROUTES[self.route])}
+        return {}
+
+    def _answer_late(self) -> None:
+        """Answer 503 from the deadline thread while the search runs on (never blocks)."""
+        rejected = Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded")
+        data = self._encode(rejected.status, self._error_payload(rejected), {}, close=True)
+        self.server.searcher.metrics.inc("http_shed", reason="deadline")
+        self._count(rejected.status)
+        with suppress(OSError):
+            self.connection.send(data, socket.MSG_DONTWAIT)
+            self.connection.shutdown(socket.SHUT_WR)
 
     def _send_json(
         self, status: HTTPStatus, payload: object, *, headers: Mapping[str, str] | None = None
     ) -> None:
-        body = json.dumps(payload, ensure_ascii=False).encode() + b"\n"
-        headers_in = getattr(self, "headers", None)
-        bodiless = headers_in is None or (
-            (headers_in.get_all("Content-Length") or ["0"]) == ["0"]
-            and "Transfer-Encoding" not in headers_in
-        )
-        # A POST's body not read here (refused first) must not be parsed as the next request.
-        expects_body = not bodiless or getattr(self, "command", None) == "POST"
-        unread = expects_body and not getattr(self, "_body_read", False)
-        if unread or self.server.draining.is_set():
+        if not self._body_read and self._body_expected():
+            # A body not read here (refused first) must not be parsed as the next request.
             self.close_connection = True
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        if getattr(self, "command", None) != "HEAD":
-            self.wfile.write(body)
+        if self.server.draining.is_set():
+            self.close_connection = True
+        self.log_request(int(status))
+        self.wfile.write(self._encode(status, payload, headers or {}, close=self.close_connection))
+        self._count(status)
+
+    def _fields(self) -> dict[str, list[str]]:
+        """The request headers this gateway reads, by lowercased name, parsed once."""
+        fields = self._parsed_fields
+        if fields is None:
+            fields = {}
+            headers = getattr(self, "headers", None)
+            # One pass over the raw pairs: each HTTPMessage.get() rescans every header.
+            for name, value in headers.raw_items() if headers is not None else ():
+                key = name.lower()
+                if key in _READ_FIELDS:
+                    fields.setdefault(key, []).append(value)
+            self._parsed_fields = fields
+        return fields
+
+    def _field(self, name: str) -> str | None:
+        values = self._fields().get(name)
+        return values[0] if values else None
+
+    def _body_expected(self) -> bool:
+        fields = self._fields()
+        declared = [value.strip() for value in fields.get("content-length", ["0"])]
+        chunked = "transfer-encoding" in fields
+        return declared != ["0"] or chunked or getattr(self, "command", None) == "POST"
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """Return the `Date` header value, formatted once per second."""
+        global _date_cache
+        second = int(time.time() if timestamp is None else timestamp)
+        if _date_cache[0] != second:
+            _date_cache = (second, super().date_time_string(second))
+        return _date_cache[1]
+
+    def _encode(
+        self, status: HTTPStatus, payload: object, headers: Mapping[str, str], *, close: bool
+    ) -> bytes:
+        """Return a whole response, head and JSON body, to leave in one write."""
+        body = json.dumps(payload, ensure_ascii=False).encode() + b"\n"
+        lines = [
+            f"HTTP/1.1 {status.value} {status.phrase}",
+            f"Server: {self.server_version}",
+            f"Date: {self.date_time_string()}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            "Cache-Control: no-store",
+            *(f"{name}: {value}" for name, value in headers.items()),
+            *(["Connection: close"] if close else []),
+        ]
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return head if getattr(self, "command", None) == "HEAD" else head + body
+
+    def _count(self, status: HTTPStatus) -> None:
         self.server.searcher.metrics.inc(
             "http_responses", route=_route_label(self.route), status=str(int(status))
         )
@@ -503,6 +644,7 @@ class Handler(BaseHTTPRequestHandler):
             else HTTPStatus(code)
         )
         self._body_read = False
+        self._parsed_fields = None
         self.close_connection = True
         with suppress(OSError):
             self._send_json(status, {"error": status.phrase.lower()})
@@ -514,6 +656,9 @@ class Handler(BaseHTTPRequestHandler):
         """Write one access or error line, keeping only status codes, methods and route names."""
         safe = tuple(a if isinstance(a, int) or a in _LOGGABLE else "-" for a in args)
         log.debug(format, *safe)
+
+
+_date_cache: tuple[int, str] = (0, "")
 
 
 def _route_label(route: str) -> str:
