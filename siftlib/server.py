@@ -5,7 +5,8 @@
 
 Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (search.md §3):
 - the listen backlog is 128, not 5; each response (head and body) is built as one bytes
-  object and written once, with `TCP_NODELAY` set, so keep-alive answers never wait for the client's delayed ACK;
+  object and written once, with `TCP_NODELAY` set, so keep-alive answers never wait for the
+  client's delayed ACK;
 - every connection has a socket timeout, so a client that stalls mid-request loses its thread
   after `socket_timeout` seconds; open connections are bounded (`max_connections`, a canned
   503 past it) so idle clients cannot pile up threads;
