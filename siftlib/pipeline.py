@@ -205,13 +205,15 @@ class Searcher:
         return None
 
     def degraded(self) -> list[str]:
-        """List the enabled sources that cannot serve now, as `search.<name>: <why>`."""
+        """List what cannot serve now: `search.<name>: <why>` per source, then a store fault."""
         found = []
         day = utc_day(self.clock())
         for name in self._sources:
             why = self.unavailable(name) or (self._capped(name, day) and "daily cap")
             if why:
                 found.append(f"search.{name}: {why}")
+        if self.store is not None and self.store.problem:
+            found.append(f"store: {self.store.problem}")
         return found
 
     def metrics_snapshot(self) -> dict[str, object]:

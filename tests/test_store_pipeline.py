@@ -338,6 +338,7 @@ def test_a_broken_database_serves_every_search_uncached_with_a_warning(
     # The cap still holds, in memory.
     assert search(searcher, query="other").warnings == ["tavily: daily cap", f"store: {problem}"]
     assert db_path.read_bytes() == before
+    assert searcher.degraded() == ["search.tavily: daily cap", f"store: {problem}"]
 
 
 def test_sift_search_local_shares_the_store_at_the_default_path(
