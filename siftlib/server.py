@@ -141,7 +141,7 @@ class _Watchdog:
     """
 
     def __init__(self) -> None:
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())
         self._queue: deque[_Watch] = deque()
         self._closed = False
         threading.Thread(target=self._run, name="sift-deadline", daemon=True).start()
@@ -250,7 +250,7 @@ class GatewayServer(ThreadingHTTPServer):
         self.draining = threading.Event()
         self._slots = threading.BoundedSemaphore(max_searches)
         self._watchdog = _Watchdog()
-        self._state = threading.Condition()
+        self._state = threading.Condition(threading.Lock())
         self._connections = 0
         self._in_flight = 0
         super().__init__(address, Handler)
