@@ -57,10 +57,6 @@ def run(args: argparse.Namespace) -> int:
             "is set to true in %s",
             config.path,
         )
-    if args.allow_private_upstreams:
-        logging.getLogger("sift").warning(
-            "--allow-private-upstreams: public sources may reach private addresses (tests only)"
-        )
 
     store = open_store(config.db)
     searcher = Searcher(
