@@ -19,6 +19,7 @@ DEADLINE_MARGIN = 2.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the options of `sift serve`."""
+    parser.epilog = "example: sift serve --listen 127.0.0.1:8787"
     parser.add_argument(
         "--listen",
         metavar="HOST:PORT",
