@@ -256,3 +256,17 @@ def test_search_remote_sends_no_authorization_without_a_token() -> None:
     assert "Authorization" not in fake.calls[0].headers
     assert fake.calls[0].path == "/v1/search"
     assert json.loads(fake.calls[0].body) == {"query": "sqlite"}
+
+
+def test_the_agent_skill_says_sift_first_and_built_in_search_on_exit_5() -> None:
+    from siftlib.skills.catalog import parse_frontmatter, read_frontmatter
+
+    path = Path(__file__).resolve().parent.parent / "skill" / "SKILL.md"
+    meta = parse_frontmatter(read_frontmatter(path))
+    assert meta["name"] == "sift-search"
+    description = meta["description"]
+    assert isinstance(description, str) and len(description.encode()) <= 512
+    assert "exit code 5" in description
+    body = path.read_text()
+    assert 'sift search "' in body
+    assert "| 5 | the sift server is unreachable | use your built-in web search" in body
