@@ -357,6 +357,12 @@ class GatewayServer(ThreadingHTTPServer):
         finally:
             self._connection_done()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Note a connection that failed outside a request (reset, broken pipe), no traceback."""
+        import sys
+
+        log.debug("connection error: %s", type(sys.exc_info()[1]).__name__)
+
     def _connection_done(self) -> None:
         with self._state:
             self._connections -= 1
@@ -520,10 +526,7 @@ class Handler(BaseHTTPRequestHandler):
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large", "the limit is 64 KiB"
             )
         length = int(text)
-        try:
-            data = self.rfile.read(length)
-        except OSError:  # the socket timeout: the client stopped sending
-            data = b""
+        data = self._read_exactly(length)
         if len(data) != length:
             raise Rejected(
                 HTTPStatus.BAD_REQUEST, "bad request", "the body is shorter than its Content-Length"
@@ -540,6 +543,35 @@ class Handler(BaseHTTPRequestHandler):
                 HTTPStatus.BAD_REQUEST, "invalid query", "the body must be a JSON object"
             )
         return body
+
+    def _read_exactly(self, length: int) -> bytes:
+        """Read `length` body bytes within one socket timeout in all; fewer when cut short."""
+        # A per-recv timeout alone lets a client drip one byte at a time for ever.
+        deadline = time.monotonic() + self.server.socket_timeout
+        chunks: list[bytes] = []
+        missing = length
+        try:
+            while missing:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self.connection.settimeout(remaining)
+                chunk = self.rfile.read1(missing)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                missing -= len(chunk)
+        except OSError:  # the timeout: the client stopped sending
+            pass
+        finally:
+            self.connection.settimeout(self.server.socket_timeout)
+        return b"".join(chunks)
+
+    def handle_expect_100(self) -> bool:
+        """Send `100 Continue` at once (our writes are buffered until the answer)."""
+        self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        self.wfile.flush()
+        return True
 
     def _reject(self, exc: Rejected) -> None:
         self._send_json(exc.status, self._error_payload(exc), headers=self._error_headers(exc))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -278,3 +279,56 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(tmp_path: Path) -> None
     db = tmp_path / "cache.db"
     assert db.exists()
     assert not Path(f"{db}-wal").exists()  # the store was closed cleanly (WAL checkpointed)
+
+
+def test_a_body_dripped_byte_by_byte_is_cut_at_the_socket_timeout(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    body = b'{"query": "sqlite wal", "pad": "' + b"x" * 20 + b'"}'
+    head = b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    stop_dripping = threading.Event()
+    with gateway(tmp_path, searxng=searxng.url, socket_timeout=1.0) as gw:
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+
+        def drip() -> None:
+            with contextlib.suppress(OSError):
+                sock.sendall(head)
+                for byte in body:  # each byte well within the per-recv timeout
+                    if stop_dripping.wait(0.3):
+                        return
+                    sock.sendall(bytes([byte]))
+
+        dripper = threading.Thread(target=drip)
+        dripper.start()
+        try:
+            answer = sock.recv(65536)
+        finally:
+            stop_dripping.set()
+            dripper.join(30)
+            sock.close()
+    # Had the gateway waited for the whole (valid) body, this would be a 200 search.
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert b"shorter than its Content-Length" in answer
+    assert searxng.calls == []
+
+
+def test_expect_100_continue_is_answered_before_the_body(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    body = b'{"query": "sqlite wal"}'
+    head = (
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    )
+    with (
+        gateway(tmp_path, searxng=searxng.url) as gw,
+        socket.create_connection(("127.0.0.1", gw.port), timeout=15) as sock,
+    ):
+        sock.sendall(head)
+        interim = sock.recv(65536)
+        sock.sendall(body)
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    assert answer.startswith(b"HTTP/1.1 200 ")
