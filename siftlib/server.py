@@ -7,8 +7,9 @@ Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (
 - the listen backlog is 128, not 5; each response (head and body) is built as one bytes
   object and written once, with `TCP_NODELAY` set, so keep-alive answers never wait for the
   client's delayed ACK;
-- every connection has a socket timeout, so a client that stalls mid-request loses its thread
-  after `socket_timeout` seconds; open connections are bounded (`max_connections`, a canned
+- every connection has a socket timeout, and a request's head and its body must each arrive
+  within one in all, so a client that stalls or drips mid-request loses its thread after
+  `socket_timeout` seconds; open connections are bounded (`max_connections`, a canned
   503 past it) so idle clients cannot pile up threads;
 - `Content-Length` must appear exactly once, as plain digits: anything else is a 400, a
   larger body than 64 KiB a 413, and a body shorter than declared a 400, never searched;
@@ -44,15 +45,16 @@ Decisions the spec leaves open:
 
 from __future__ import annotations
 
+import heapq
 import hmac
 import ipaddress
+import itertools
 import json
 import logging
 import re
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from http import HTTPStatus
@@ -108,7 +110,7 @@ class AlreadyAnswered(Exception):
 
 
 class _Watch:
-    """One search under the deadline: settled by its handler, or expired by the watchdog."""
+    """One operation under a deadline: settled by its handler, or expired by the watchdog."""
 
     __slots__ = ("due", "on_expiry", "state", "_lock")
 
@@ -133,30 +135,31 @@ class _Watch:
 
 
 class _Watchdog:
-    """One thread that expires searches past their deadline, so handlers need no second thread.
+    """One thread that expires what runs past its deadline, so handlers need no second thread.
 
-    Deadlines are all `deadline` after their request started, so they arrive in (nearly)
-    increasing order: a FIFO checked at its head is enough, and settled entries fall off
-    when the head comes due.
+    It watches searches (`deadline` after their request arrived) and request heads (one socket
+    timeout each). Entries sit in a heap by due time; settled ones are dropped when they reach
+    the top, so settling costs only a flag.
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._queue: deque[_Watch] = deque()
+        self._heap: list[tuple[float, int, _Watch]] = []
+        self._order = itertools.count()
         self._closed = False
         threading.Thread(target=self._run, name="sift-deadline", daemon=True).start()
 
     def watch(self, due: float, on_expiry: Callable[[], None]) -> _Watch:
-        """Start watching one search."""
+        """Start watching one operation; `on_expiry` runs if it is not settled by `due`."""
         entry = _Watch(due, on_expiry)
         with self._cond:
-            self._queue.append(entry)
-            if len(self._queue) == 1:
+            heapq.heappush(self._heap, (due, next(self._order), entry))
+            if self._heap[0][2] is entry:
                 self._cond.notify()
         return entry
 
     def close(self) -> None:
-        """Stop the thread; searches still running are no longer expired."""
+        """Stop the thread; what still runs is no longer expired."""
         with self._cond:
             self._closed = True
             self._cond.notify()
@@ -165,16 +168,16 @@ class _Watchdog:
         while True:
             with self._cond:
                 while True:
-                    while self._queue and self._queue[0].state != "running":
-                        self._queue.popleft()
+                    while self._heap and self._heap[0][2].state != "running":
+                        heapq.heappop(self._heap)
                     if self._closed:
                         return
-                    if not self._queue:
+                    if not self._heap:
                         self._cond.wait()
                         continue
-                    delay = self._queue[0].due - time.monotonic()
+                    delay = self._heap[0][0] - time.monotonic()
                     if delay <= 0:
-                        entry = self._queue.popleft()
+                        entry = heapq.heappop(self._heap)[2]
                         break
                     self._cond.wait(delay)
             entry.expire()
@@ -249,7 +252,7 @@ class GatewayServer(ThreadingHTTPServer):
         self.max_connections = max_connections
         self.draining = threading.Event()
         self._slots = threading.BoundedSemaphore(max_searches)
-        self._watchdog = _Watchdog()
+        self.watchdog = _Watchdog()
         self._state = threading.Condition(threading.Lock())
         self._connections = 0
         self._in_flight = 0
@@ -292,7 +295,7 @@ class GatewayServer(ThreadingHTTPServer):
         if not self._slots.acquire(timeout=self.queue_wait):
             self.searcher.metrics.inc("http_shed", reason="busy")
             raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "server busy, retry")
-        watch = self._watchdog.watch(started + self.deadline, on_expiry)
+        watch = self.watchdog.watch(started + self.deadline, on_expiry)
         try:
             response = self.searcher.search(request)
         except BaseException:
@@ -327,7 +330,7 @@ class GatewayServer(ThreadingHTTPServer):
     def server_close(self) -> None:
         """Close the listening socket and stop the deadline thread."""
         super().server_close()
-        self._watchdog.close()
+        self.watchdog.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Start a handler thread, or shed the connection with a canned 503 past the bound."""
@@ -384,6 +387,22 @@ class Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.settimeout(self.server.socket_timeout)
 
+    def handle_one_request(self) -> None:
+        """Read and answer one request; its head must arrive within one socket timeout."""
+        # The stdlib's per-recv timeout alone lets a client drip a header byte at a time.
+        due = time.monotonic() + self.server.socket_timeout
+        self._head_watch = self.server.watchdog.watch(due, self._cut_slow_head)
+        try:
+            super().handle_one_request()
+        finally:
+            self._head_watch.settle()
+
+    def _cut_slow_head(self) -> None:
+        """Close a connection whose request head is still arriving at its deadline."""
+        log.debug("request head too slow: connection closed")
+        with suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
     def do_GET(self) -> None:
         self._dispatch("GET")
 
@@ -412,6 +431,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         started = time.monotonic()
+        if not self._head_watch.settle():
+            self.close_connection = True  # cut while its head was arriving: nothing to answer
+            return
         self._body_read = False
         self._parsed_fields = None
         route = self.route

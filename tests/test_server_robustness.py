@@ -332,3 +332,33 @@ def test_expect_100_continue_is_answered_before_the_body(
             answer += sock.recv(65536)
     assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
     assert answer.startswith(b"HTTP/1.1 200 ")
+
+
+def test_a_request_head_dripped_byte_by_byte_is_cut_at_the_socket_timeout(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"p" * 200 + b"\r\n\r\n"
+    stop_dripping = threading.Event()
+    with gateway(tmp_path, searxng=searxng.url, socket_timeout=1.0) as gw:
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=15)
+
+        def drip() -> None:
+            with contextlib.suppress(OSError):
+                for byte in head:  # each byte well within the per-recv timeout
+                    if stop_dripping.wait(0.2):
+                        return
+                    sock.sendall(bytes([byte]))
+
+        dripper = threading.Thread(target=drip)
+        dripper.start()
+        try:
+            try:
+                answer = sock.recv(65536)  # had the head been awaited: 45 s, then a 200
+            except ConnectionResetError:
+                answer = b""
+        finally:
+            stop_dripping.set()
+            dripper.join(30)
+            sock.close()
+        wait_until(lambda: gw.server._connections == 0, "the dripping connection released")
+    assert answer == b""
