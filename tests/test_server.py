@@ -17,6 +17,7 @@ from gatewaykit import (
     raw_exchange,
     searxng_body,
     status_of,
+    write_config,
 )
 
 from siftlib.cli import main
@@ -639,3 +640,57 @@ def test_metrics_counts_queries_credits_and_cache(gw: Gateway) -> None:
     assert metrics["search_cache_miss"] == 1
     assert metrics["search_credits"] == {"caller=ops,source=tavily": 1}
     assert metrics["http_responses"]["route=/v2/search,status=200"] == 2
+
+
+def test_the_gateway_listens_on_ipv6_loopback(tmp_path: Path, searxng: FakeUpstream) -> None:
+    import http.client
+    import threading
+
+    from siftlib.config import Secrets, load_config
+    from siftlib.pipeline import Searcher
+    from siftlib.server import GatewayServer
+
+    config = load_config(str(write_config(tmp_path, searxng=searxng.url)))
+    searcher = Searcher(config, Secrets({}, environ={}))
+    server = GatewayServer(("::1", 0), searcher, callers={})
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        conn = http.client.HTTPConnection("::1", server.server_port, timeout=30)
+        conn.request("POST", "/v2/search", json.dumps({"query": "sqlite wal"}))
+        response = conn.getresponse()
+        body = json.loads(response.read())
+        conn.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        searcher.close()
+        thread.join(30)
+    assert response.status == 200
+    assert body["success"] is True
+
+
+@pytest.mark.parametrize("listen", ["nonsense", "127.0.0.1:99999"])
+def test_sift_serve_with_a_malformed_listen_address_exits_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], listen: str
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[server]\ndb = "{tmp_path / "c.db"}"\n')
+    assert main(["serve", "--config", str(config), "--listen", listen]) == 2
+    assert "is not HOST:PORT" in capsys.readouterr().err
+
+
+def test_sift_serve_on_a_busy_port_exits_1_with_one_sentence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import socket
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[server]\ndb = "{tmp_path / "c.db"}"\n')
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        code = main(["serve", "--config", str(config), "--listen", f"127.0.0.1:{port}"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"sift serve: cannot listen on 127.0.0.1:{port}: Address already in use" in err
+    assert "Traceback" not in err
