@@ -51,6 +51,7 @@ import ipaddress
 import itertools
 import json
 import logging
+import math
 import re
 import socket
 import threading
@@ -115,23 +116,26 @@ class _Watch:
     __slots__ = ("due", "on_expiry", "state", "_lock")
 
     def __init__(self, due: float, on_expiry: Callable[[], None]) -> None:
-        self.due, self.on_expiry = due, on_expiry
+        self.due = due
+        self.on_expiry: Callable[[], None] | None = on_expiry
         self.state = "running"
         self._lock = threading.Lock()
 
     def settle(self) -> bool:
-        """Mark the search finished; False when the deadline already answered for it."""
+        """Mark the operation finished; False when the deadline already answered for it."""
         with self._lock:
             if self.state == "expired":
                 return False
             self.state = "settled"
+            self.on_expiry = None  # a settled entry waits in the heap: hold no handler
             return True
 
     def expire(self) -> None:
         with self._lock:
-            if self.state == "running":
+            if self.state == "running" and self.on_expiry is not None:
                 self.state = "expired"
                 self.on_expiry()
+                self.on_expiry = None
 
 
 class _Watchdog:
@@ -139,13 +143,15 @@ class _Watchdog:
 
     It watches searches (`deadline` after their request arrived) and request heads (one socket
     timeout each). Entries sit in a heap by due time; settled ones are dropped when they reach
-    the top, so settling costs only a flag.
+    the top, so settling costs only a flag, and the thread is woken only by an entry due
+    before its next wake-up (rare: deadlines have fixed lengths), not once per request.
     """
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
         self._heap: list[tuple[float, int, _Watch]] = []
         self._order = itertools.count()
+        self._wake_at = math.inf  # when the thread wakes next: a later entry needs no notify
         self._closed = False
         threading.Thread(target=self._run, name="sift-deadline", daemon=True).start()
 
@@ -154,7 +160,7 @@ class _Watchdog:
         entry = _Watch(due, on_expiry)
         with self._cond:
             heapq.heappush(self._heap, (due, next(self._order), entry))
-            if self._heap[0][2] is entry:
+            if due < self._wake_at:
                 self._cond.notify()
         return entry
 
@@ -173,9 +179,11 @@ class _Watchdog:
                     if self._closed:
                         return
                     if not self._heap:
+                        self._wake_at = math.inf
                         self._cond.wait()
                         continue
-                    delay = self._heap[0][0] - time.monotonic()
+                    self._wake_at = self._heap[0][0]
+                    delay = self._wake_at - time.monotonic()
                     if delay <= 0:
                         entry = heapq.heappop(self._heap)[2]
                         break
