@@ -694,3 +694,61 @@ def test_sift_serve_on_a_busy_port_exits_1_with_one_sentence(
     assert code == 1
     assert f"sift serve: cannot listen on 127.0.0.1:{port}: Address already in use" in err
     assert "Traceback" not in err
+
+
+def test_restricted_callers_never_share_cache_entries_with_the_fleet(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    callers = {"ops": "tok-ops", "vault": "tok-vault"}
+    with gateway(tmp_path, searxng=searxng.url, callers=callers, restricted=("vault",)) as gw:
+
+        def cached(token: str) -> bool:
+            reply = call(gw.url, "POST", "/v1/search", {"query": "sqlite wal"}, token=token)
+            assert reply.status == 200
+            return bool(reply.json["cached"])
+
+        assert [cached("tok-ops"), cached("tok-vault"), cached("tok-vault"), cached("tok-ops")] == [
+            False,
+            False,
+            True,
+            True,
+        ]
+    assert len(searxng.calls) == 2
+
+
+def test_a_token_that_is_not_ascii_is_refused_cleanly(gw: Gateway, searxng: FakeUpstream) -> None:
+    body = b'{"query": "sqlite"}'
+    raw = raw_exchange(
+        gw.port,
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \xff\xfe\xc3\xa9\r\n"
+        b"Content-Length: %d\r\n\r\n%s" % (len(body), body),
+    )
+    assert status_of(raw) == 401
+    assert searxng.calls == []
+
+
+def test_no_secret_reaches_health_metrics_or_errors(tmp_path: Path, searxng: FakeUpstream) -> None:
+    keys = {"TAVILY_API_KEY": "tvly-zzsecret", "BRAVE_API_KEY": "brave-zzsecret"}
+    broken = FakeUpstream(b'{"detail": "bad key tvly-zzsecret"}', status=401)
+    try:
+        with gateway(
+            tmp_path,
+            searxng=searxng.url,
+            tavily=broken.url + "/search",
+            callers={"ops": "tok-zzsecret"},
+            keys=keys,
+        ) as gw:
+            replies = [
+                call(gw.url, "POST", "/v1/search", {"query": "sqlite"}, token="tok-zzsecret"),
+                call(gw.url, "POST", "/v2/search", {"query": ""}, token="tok-zzsecret"),
+                call(gw.url, "POST", "/v2/search", {"query": "x"}, token="tok-zzsecretx"),
+                call(gw.url, "GET", "/healthz"),
+                call(gw.url, "GET", "/metrics", token="tok-zzsecret"),
+            ]
+    finally:
+        broken.close()
+    assert [r.status for r in replies] == [200, 400, 401, 200, 200]
+    assert replies[0].json["warnings"] == ["tavily: 401"]
+    for reply in replies:
+        assert b"zzsecret" not in reply.raw
+        assert broken.url.encode() not in reply.raw
