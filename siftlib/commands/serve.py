@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         searcher.close()
         store.close()
-        print(f"sift serve: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
+        why = exc.strerror or type(exc).__name__
+        print(f"sift serve: cannot listen on {host}:{port}: {why}", file=sys.stderr)
         return 1
 
     def stop(signum: int, frame: FrameType | None) -> None:
