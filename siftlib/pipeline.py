@@ -365,6 +365,9 @@ class Searcher:
                 self.store.release(name, day=day, reserved=reserved[name])
             elif outcome.failure != "timeout":
                 self.store.settle(name, day=day, reserved=reserved[name], actual=outcome.credits)
+        elif outcome.credits and self.store is not None:
+            # No cap, so nothing was reserved; the daily total still counts every credit.
+            self.store.settle(name, day=day, reserved=0, actual=outcome.credits)
         if outcome.sent:
             self.metrics.inc("search_queries", caller=caller, source=name)
         if outcome.credits:

@@ -375,3 +375,32 @@ def test_upstream_connections_are_reused_across_searches(
         server.server_close()
     assert len(_KeepAliveHandler.ports) == 3
     assert len(set(_KeepAliveHandler.ports)) == 1  # one TCP connection served all three
+
+
+def test_uncapped_paid_credits_still_count_toward_the_daily_total(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    from siftlib.store import open_store
+
+    serve_all(httpserver)
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[search.brave_llm]\nenabled = true\nurl = "{httpserver.url_for("brave")}"\n'
+        f'[search.tavily]\nenabled = true\ndaily_credit_cap = 0\nurl = "{httpserver.url_for("tavily")}"\n'
+    )
+    store = open_store(tmp_path / "server.db")
+    searcher = Searcher(
+        load_config(str(path)),
+        Secrets(KEYS, environ={}),
+        store=store,
+        clock=lambda: 1_764_475_200.0,  # 2025-11-30T04:00:00Z
+        allow_private_upstreams=True,
+    )
+    try:
+        searcher.search(SearchRequest(query="sqlite wal mode"))
+        snapshot = searcher.metrics_snapshot()
+    finally:
+        searcher.close()
+        store.close()
+    assert snapshot["search_daily_credits"] == {"source=brave_llm": 1, "source=tavily": 1}
+    assert snapshot["search_capped"] == {"source=brave_llm": 0, "source=tavily": 0}
