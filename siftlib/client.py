@@ -29,7 +29,10 @@ def search_remote(
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     endpoint = f"{url.rstrip('/')}/v1/search"
     try:
-        with httpx.Client(trust_env=False, timeout=timeout) as client:
+        # A server that is down should be known at once; one that is up answers within its
+        # own deadline (search.timeout + 2 s), so only reading waits the whole timeout.
+        limits = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+        with httpx.Client(trust_env=False, timeout=limits) as client:
             response = client.post(endpoint, json=body, headers=headers)
     except httpx.TimeoutException:
         raise UnreachableError(

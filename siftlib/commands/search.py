@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         if client is not None:
             from siftlib.client import search_remote
 
-            envelope = search_remote(client.url, client.token, args.query, k=args.k, timeout=60.0)
+            envelope = search_remote(client.url, client.token, args.query, k=args.k, timeout=30.0)
         else:
             envelope = _search_local(args)
     except (ConfigError, QueryError) as exc:
