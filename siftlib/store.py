@@ -58,7 +58,7 @@ import json
 import logging
 import sqlite3
 import threading
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -72,6 +72,7 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT = 1.0
 SWEEP_EVERY = 256
+HOT_ENTRIES = 1024
 _FIELDS = ("url", "title", "snippet", "score", "source")
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -141,6 +142,8 @@ class SQLiteStore:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._puts = 0
+        self._hot: OrderedDict[str, tuple[float, list[Hit]]] = OrderedDict()
+        self._hot_lock = threading.Lock()
         # The in-memory ledger: the last total read from the file, plus what the file has not
         # seen (signed), plus reservations made in memory and not yet settled.
         self._seen: dict[tuple[str, str], int] = defaultdict(int)
@@ -154,12 +157,29 @@ class SQLiteStore:
 
     def cache_get(self, key: str, *, now: float) -> list[Hit] | None:
         """Return the cached hits under `key`, or None when there are none or they expired."""
+        with self._hot_lock:
+            expires, hits = self._hot.get(key, (0.0, []))
+            if expires > now:
+                self._hot.move_to_end(key)
+                return list(hits)
         row = self._read(
             lambda db: db.execute(
-                "SELECT hits FROM search WHERE key = ? AND expires > ?", (key, now)
+                "SELECT hits, expires FROM search WHERE key = ? AND expires > ?", (key, now)
             ).fetchone()
         )
-        return None if row is None else _decode(row[0])
+        if row is None:
+            return None
+        hits = _decode(row[0])
+        self._remember(key, row[1], hits)
+        return list(hits)
+
+    def _remember(self, key: str, expires: float, hits: list[Hit]) -> None:
+        """Keep a recent entry in memory, dropping the least recently used past the bound."""
+        with self._hot_lock:
+            self._hot[key] = (expires, hits)
+            self._hot.move_to_end(key)
+            if len(self._hot) > HOT_ENTRIES:
+                self._hot.popitem(last=False)
 
     def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None:
         """Store hits under `key` until `now + ttl`, at the latest the end of the UTC hour."""
@@ -181,6 +201,7 @@ class SQLiteStore:
 
         self._run(put)
         self._puts += 1
+        self._remember(key, expires, list(hits))
 
     def sweep(self, *, now: float) -> int:
         """Delete expired rows and return how many went; a fault deletes nothing (never raises)."""

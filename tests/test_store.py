@@ -187,12 +187,46 @@ def test_restricted_and_fleet_partitions_are_isolated_both_ways(store: SQLiteSto
 def test_an_unreadable_entry_is_a_store_error_not_a_wrong_answer(
     store: SQLiteStore, db_path: Path
 ) -> None:
-    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    open_store(db_path).cache_put(key(), HITS, now=NOW, ttl=3600)  # another process wrote it
     with sqlite3.connect(db_path) as db:
         db.execute("""UPDATE search SET hits = '[{"url": 1}]'""")
     with pytest.raises(StoreError, match="unreadable"):
         store.cache_get(key(), now=NOW)
     assert store.problem is None  # one bad row does not disable the file
+
+
+def test_recent_hits_are_served_from_memory_until_their_row_expires(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=600)
+    with sqlite3.connect(db_path) as db:
+        db.execute("DELETE FROM search")  # memory answers without a read
+    assert store.cache_get(key(), now=NOW + 599) == HITS
+    assert store.cache_get(key(), now=NOW + 600) is None
+
+
+def test_hits_read_from_the_file_keep_the_row_expiry_in_memory(db_path: Path) -> None:
+    open_store(db_path).cache_put(key(), HITS, now=NOW + 3000, ttl=3600)  # hour ends first
+    reader = open_store(db_path)
+    assert reader.cache_get(key(), now=NOW + 3001) == HITS
+    with sqlite3.connect(db_path) as db:
+        db.execute("DELETE FROM search")
+    assert reader.cache_get(key(), now=NOW + 3599) == HITS
+    assert reader.cache_get(key(), now=NOW + 3600) is None
+
+
+def test_memory_keeps_only_the_most_recent_entries(
+    store: SQLiteStore, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "HOT_ENTRIES", 2)
+    for query in ("one", "two", "three"):
+        store.cache_put(key(query=query), HITS, now=NOW, ttl=600)
+    assert store.cache_get(key(query="one"), now=NOW) == HITS  # read back from the file
+    with sqlite3.connect(db_path) as db:
+        db.execute("DELETE FROM search")
+    assert store.cache_get(key(query="one"), now=NOW) == HITS  # now in memory again
+    assert store.cache_get(key(query="three"), now=NOW) == HITS
+    assert store.cache_get(key(query="two"), now=NOW) is None  # the least recent went
 
 
 def test_the_cache_survives_a_restart(db_path: Path) -> None:
