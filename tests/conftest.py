@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from gatewaykit import FakeUpstream, fixture_bytes
 from pytest_httpserver import HTTPServer
 
 _PREFIXES = (
@@ -45,3 +46,19 @@ def httpserver() -> Iterator[HTTPServer]:
     server.clear()
     if server.is_running():
         server.stop()
+
+
+@pytest.fixture
+def searxng() -> Iterator[FakeUpstream]:
+    """A SearXNG fake answering every request with a recorded-shape fixture."""
+    fake = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"))
+    yield fake
+    fake.close()
+
+
+@pytest.fixture
+def tavily() -> Iterator[FakeUpstream]:
+    """A Tavily fake answering every request with a recorded-shape fixture."""
+    fake = FakeUpstream(fixture_bytes("tavily/wal-usage-unsorted.json"))
+    yield fake
+    fake.close()

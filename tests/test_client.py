@@ -10,20 +10,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from gatewaykit import FakeUpstream, Gateway, fixture_bytes, gateway
+from gatewaykit import FakeUpstream, Gateway, gateway
 
 from siftlib.cli import main
 from siftlib.client import search_remote
 from siftlib.errors import AuthError, NoResultsError, QueryError, UnreachableError
 
 TOKEN = "tok-client-5c6d7e8f"
-
-
-@pytest.fixture
-def searxng() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"))
-    yield fake
-    fake.close()
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from gatewaykit import (
     FakeUpstream,
     Gateway,
     call,
-    fixture_bytes,
     gateway,
     raw_exchange,
     searxng_body,
@@ -26,20 +25,6 @@ from siftlib.server import check_open_mode, split_listen
 
 TOKEN = "tok-ops-9f8e7d"
 FORBIDDEN_HIT_KEYS = {"markdown", "html", "rawHtml", "links", "screenshot", "summary", "json"}
-
-
-@pytest.fixture
-def searxng() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"))
-    yield fake
-    fake.close()
-
-
-@pytest.fixture
-def tavily() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream(fixture_bytes("tavily/wal-usage-unsorted.json"))
-    yield fake
-    fake.close()
 
 
 @pytest.fixture

@@ -11,22 +11,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from gatewaykit import FakeUpstream, call, fixture_bytes, gateway, searxng_body, write_config
+from gatewaykit import FakeUpstream, call, gateway, searxng_body, write_config
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def searxng() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"))
-    yield fake
-    fake.close()
 
 
 def wait_until(condition: Any, what: str, limit: float = 20.0) -> None:

@@ -7,25 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gatewaykit import FakeUpstream, Gateway, call, fixture_bytes, gateway, searxng_body
+from gatewaykit import FakeUpstream, Gateway, call, gateway, searxng_body
 
 pytestmark = pytest.mark.contract
 
 TOKEN = "fc-sift-token-1234"
-
-
-@pytest.fixture
-def searxng() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"))
-    yield fake
-    fake.close()
-
-
-@pytest.fixture
-def tavily() -> Iterator[FakeUpstream]:
-    fake = FakeUpstream(fixture_bytes("tavily/wal-usage-unsorted.json"))
-    yield fake
-    fake.close()
 
 
 @pytest.fixture
