@@ -386,7 +386,7 @@ def test_uncapped_paid_credits_still_count_toward_the_daily_total(
     path = tmp_path / "config.toml"
     path.write_text(
         f'[search.brave_llm]\nenabled = true\nurl = "{httpserver.url_for("brave")}"\n'
-        f'[search.tavily]\nenabled = true\ndaily_credit_cap = 0\n'
+        f"[search.tavily]\nenabled = true\ndaily_credit_cap = 0\n"
         f'url = "{httpserver.url_for("tavily")}"\n'
     )
     store = open_store(tmp_path / "server.db")
