@@ -1,14 +1,14 @@
 """Skill search: the local catalog, the keyword baseline and opt-in semantic reranking.
 
-    catalog     discover skill folders and parse their frontmatter (bodies are never read)
-    keyword     the keyword baseline, the result every search falls back to
-    vocabulary  curated synonym concepts for the shortlist's concept stream
-    consent     the `[skill_search.reranking]` opt-in, validated strictly
-    shortlist   the bounded outbound request (or the reason none may be sent)
-    provider    the TypeSafe System One wire format
-    decide      validation of the provider's answer and the accept/no-match/uncertain gates
-    cache       the session cache of gated outcomes
-    rerank      the opted-in reranker: deadline, cancellation, cache, observers
-    eval        `sift rerank-skills eval`
-    command     `sift rerank-skills` and its `--stdio` session
+catalog     discover skill folders and parse their frontmatter (bodies are never read)
+keyword     the keyword baseline, the result every search falls back to
+vocabulary  curated synonym concepts for the shortlist's concept stream
+consent     the `[skill_search.reranking]` opt-in, validated strictly
+shortlist   the bounded outbound request (or the reason none may be sent)
+provider    the TypeSafe System One wire format
+decide      validation of the provider's answer and the accept/no-match/uncertain gates
+cache       the session cache of gated outcomes
+rerank      the opted-in reranker: deadline, cancellation, cache, observers
+eval        `sift rerank-skills eval`
+command     `sift rerank-skills` and its `--stdio` session
 """
