@@ -27,6 +27,7 @@ from urllib.parse import urlsplit
 from siftlib.errors import ConfigError
 
 SOURCE_ORDER = ("searxng", "brave_llm", "tavily")
+PAID_SOURCES = ("brave_llm", "tavily")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from siftlib import fusion
-from siftlib.config import SOURCE_ORDER, Config, Secrets, load_secrets
+from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
 from siftlib.dial import Upstream, UpstreamRefused, open_upstream
 from siftlib.errors import NoResultsError, QueryError
 from siftlib.hits import Hit
@@ -221,10 +221,9 @@ class Searcher:
         snapshot: dict[str, object] = dict(self.metrics.snapshot())
         day = utc_day(self.clock())
         daily = self._daily_credits(day)
-        paid = [s for s in self.config.sources if s.name != "searxng"]
-        snapshot["search_daily_credits"] = {f"source={s.name}": daily.get(s.name, 0) for s in paid}
+        snapshot["search_daily_credits"] = {f"source={n}": daily.get(n, 0) for n in PAID_SOURCES}
         snapshot["search_capped"] = {
-            f"source={s.name}": int(self._capped(s.name, day, daily)) for s in paid
+            f"source={n}": int(self._capped(n, day, daily)) for n in PAID_SOURCES
         }
         return snapshot
 
@@ -332,18 +331,23 @@ class Searcher:
             why = self.unavailable(name)
             if why is None and adapter.query_too_long(query):
                 why = "query too long"
-            if why is None and adapter.key_name is not None:
-                cap = self.config.source(name).daily_credit_cap
-                if cap and self.store is not None:
-                    if not self.store.reserve(name, day=day, cap=cap, credits=1):
-                        why = "daily cap"
-                    else:
-                        reserved[name] = 1
+            if why is None and not self._reserve(name, day, reserved):
+                why = "daily cap"
             if why is None:
                 planned.append(name)
             else:
                 warnings.append(f"{name}: {why}")
         return planned, reserved
+
+    def _reserve(self, name: str, day: str, reserved: dict[str, int]) -> bool:
+        """Reserve one credit of a capped source, noted in `reserved`; False at the cap."""
+        cap = self.config.source(name).daily_credit_cap  # always 0 for SearXNG
+        if not cap or self.store is None:
+            return True
+        if not self.store.reserve(name, day=day, cap=cap, credits=1):
+            return False
+        reserved[name] = 1
+        return True
 
     def _release_all(self, reserved: dict[str, int], day: str) -> None:
         for name, amount in reserved.items():
@@ -411,11 +415,8 @@ class Searcher:
         day = utc_day(self.clock())
         deadline = time.monotonic() + self.config.timeout
         reserved: dict[str, int] = {}
-        cap = self.config.source(name).daily_credit_cap
-        if cap and self.store is not None:
-            if not self.store.reserve(name, day=day, cap=cap, credits=1):
-                return SourceOutcome(name, failure="daily cap", sent=False)
-            reserved[name] = 1
+        if not self._reserve(name, day, reserved):
+            return SourceOutcome(name, failure="daily cap", sent=False)
         outcome = self._call(name, request, deadline)
         self._account(caller, outcome, reserved, day, {})
         return outcome

@@ -20,7 +20,6 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     "searxng+brave+tavily": ("searxng", "brave_llm", "tavily"),
     "tavily-direct": ("tavily",),
 }
-PAID_SOURCES = ("brave_llm", "tavily")
 
 
 class BakeoffError(SiftError):

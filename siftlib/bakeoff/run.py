@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from siftlib import __version__
-from siftlib.bakeoff import CONFIGS, PAID_SOURCES, BakeoffError
+from siftlib.bakeoff import CONFIGS, BakeoffError
 from siftlib.bakeoff.rundir import META, QUERIES, RESULTS, TARGETS, Line, dump_json
 from siftlib.bakeoff.score import parse_target
+from siftlib.config import PAID_SOURCES
 from siftlib.errors import NoResultsError, QueryError
 from siftlib.hits import Hit
 from siftlib.pipeline import MAX_QUERY_CHARS, Searcher, SearchRequest
