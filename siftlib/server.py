@@ -7,10 +7,11 @@ Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (
 - the listen backlog is 128, not 5; each response (head and body) is built as one bytes
   object and written once, with `TCP_NODELAY` set, so keep-alive answers never wait for the
   client's delayed ACK;
-- every connection has a socket timeout, and a request's head and its body must each arrive
-  within one in all, so a client that stalls or drips mid-request loses its thread after
-  `socket_timeout` seconds; open connections are bounded (`max_connections`, a canned
-  503 past it) so idle clients cannot pile up threads;
+- a request's head and body must arrive within one `socket_timeout` in all, else the deadline
+  thread cuts the read (a body cut short is a 400), so a client that idles, stalls or drips
+  loses its thread; a client that stops reading fails its send after the same time
+  (`SO_SNDTIMEO`). Open connections are bounded (`max_connections`, a canned 503 past it) so
+  idle clients cannot pile up threads;
 - `Content-Length` must appear exactly once, as plain digits: anything else is a 400, a
   larger body than 64 KiB a 413, and a body shorter than declared a 400, never searched;
 - searches are bounded (`max_searches`): a request waits at most `queue_wait` for a slot,
@@ -54,6 +55,7 @@ import logging
 import math
 import re
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -393,23 +395,31 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.settimeout(self.server.socket_timeout)
+        # Reads block plainly and the watchdog cuts them; a socket timeout would cost a poll()
+        # per recv and send, each a GIL hand-off. A client that stops reading fails the send.
+        seconds = self.server.socket_timeout
+        timeval = struct.pack("ll", int(seconds), int(seconds % 1 * 1_000_000))
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
     def handle_one_request(self) -> None:
-        """Read and answer one request; its head must arrive within one socket timeout."""
-        # The stdlib's per-recv timeout alone lets a client drip a header byte at a time.
+        """Read and answer one request; its head and body must arrive within one socket timeout."""
+        # A per-recv timeout alone would let a client drip one byte at a time for ever.
         due = time.monotonic() + self.server.socket_timeout
-        self._head_watch = self.server.watchdog.watch(due, self._cut_slow_head)
+        self._reading_body = False
+        self._read_watch = self.server.watchdog.watch(due, self._cut_slow_request)
         try:
             super().handle_one_request()
         finally:
-            self._head_watch.settle()
+            self._read_watch.settle()
 
-    def _cut_slow_head(self) -> None:
-        """Close a connection whose request head is still arriving at its deadline."""
-        log.debug("request head too slow: connection closed")
+    def _cut_slow_request(self) -> None:
+        """Stop reading a request still arriving at its deadline.
+
+        A cut head closes the connection; a cut body ends the read short, which is answered 400.
+        """
+        log.debug("request too slow: reading cut")
         with suppress(OSError):
-            self.connection.shutdown(socket.SHUT_RDWR)
+            self.connection.shutdown(socket.SHUT_RD if self._reading_body else socket.SHUT_RDWR)
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -439,9 +449,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, method: str) -> None:
         started = time.monotonic()
-        if not self._head_watch.settle():
+        if self._read_watch.state == "expired":
             self.close_connection = True  # cut while its head was arriving: nothing to answer
             return
+        self._reading_body = True
         self._body_read = False
         self._parsed_fields = None
         route = self.route
@@ -556,7 +567,8 @@ class Handler(BaseHTTPRequestHandler):
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large", "the limit is 64 KiB"
             )
         length = int(text)
-        data = self._read_exactly(length)
+        data = self.rfile.read(length)  # short when the watchdog cut a slow body
+        self._read_watch.settle()
         if len(data) != length:
             raise Rejected(
                 HTTPStatus.BAD_REQUEST, "bad request", "the body is shorter than its Content-Length"
@@ -573,29 +585,6 @@ class Handler(BaseHTTPRequestHandler):
                 HTTPStatus.BAD_REQUEST, "invalid query", "the body must be a JSON object"
             )
         return body
-
-    def _read_exactly(self, length: int) -> bytes:
-        """Read `length` body bytes within one socket timeout in all; fewer when cut short."""
-        # A per-recv timeout alone lets a client drip one byte at a time for ever.
-        deadline = time.monotonic() + self.server.socket_timeout
-        chunks: list[bytes] = []
-        missing = length
-        try:
-            while missing:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self.connection.settimeout(remaining)
-                chunk = self.rfile.read1(missing)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                missing -= len(chunk)
-        except OSError:  # the timeout: the client stopped sending
-            pass
-        finally:
-            self.connection.settimeout(self.server.socket_timeout)
-        return b"".join(chunks)
 
     def handle_expect_100(self) -> bool:
         """Send `100 Continue` at once (our writes are buffered until the answer)."""

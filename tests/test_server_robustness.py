@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
@@ -267,6 +268,7 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(tmp_path: Path) -> None
     assert code == 0
     assert [reply.status for reply in replies] == [200]
     assert "sift serve: stopped" in rest
+    assert "INFO search caller=local q_len=4 " in rest  # the batched log was written out at exit
     assert "Traceback" not in rest
     db = tmp_path / "cache.db"
     assert db.exists()
@@ -354,3 +356,43 @@ def test_a_request_head_dripped_byte_by_byte_is_cut_at_the_socket_timeout(
             sock.close()
         wait_until(lambda: gw.server._connections == 0, "the dripping connection released")
     assert answer == b""
+
+
+def test_a_client_that_stops_reading_loses_its_thread_after_the_socket_timeout(
+    tmp_path: Path,
+) -> None:
+    padded = FakeUpstream(
+        json.dumps(
+            {
+                "results": [
+                    {"url": f"https://example.org/{i}", "title": "t" * 200, "content": "c" * 400}
+                    for i in range(50)
+                ]
+            }
+        ).encode()
+    )
+    body = b'{"query": "sqlite wal", "k": 50}'
+    request = b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
+    with gateway(tmp_path, searxng=padded.url, socket_timeout=1.0) as gw:
+        assert len(call(gw.url, "POST", "/v1/search", json.loads(body)).raw) > 20_000
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and never read
+        sock.connect(("127.0.0.1", gw.port))
+
+        def pipeline() -> None:
+            with contextlib.suppress(OSError):  # refused once the gateway gives up on us
+                sock.sendall(request * 1000)  # ~30 MB of answers: more than any socket buffer
+
+        sender = threading.Thread(target=pipeline)
+        sender.start()
+        try:
+            wait_until(lambda: gw.server._connections == 1, "the pipelining client connected")
+            wait_until(lambda: gw.server._connections == 0, "the unread connection released")
+            assert call(gw.url, "GET", "/healthz").status == 200  # the gateway serves on
+        finally:
+            sock.close()
+            sender.join(30)
+    padded.close()
