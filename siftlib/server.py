@@ -194,9 +194,16 @@ class _Watchdog:
 
 
 def configure_logging() -> None:
-    """Log INFO and up to stderr, with httpx and httpcore held to warnings."""
+    """Log INFO and up to stderr in batches, with httpx and httpcore held to warnings."""
+    from siftlib.logbatch import BatchedStderrHandler
+
+    root = logging.getLogger()
+    if not root.handlers:  # as `logging.basicConfig`: leave a configured logging alone
+        handler = BatchedStderrHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
     # httpx logs every request URL (with the query string: the caller's query) at INFO.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
