@@ -14,6 +14,7 @@ key. `Secrets` never shows a value in its repr.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -109,7 +110,11 @@ class Config:
 
     def source(self, name: str) -> SourceConfig:
         """Return the config of the source called `name`."""
-        return next(s for s in self.sources if s.name == name)
+        return self._by_name[name]
+
+    @functools.cached_property
+    def _by_name(self) -> dict[str, SourceConfig]:
+        return {s.name: s for s in self.sources}
 
     @property
     def enabled_sources(self) -> tuple[SourceConfig, ...]:

@@ -40,4 +40,6 @@ class Metrics:
 
 
 def _label_key(labels: dict[str, str]) -> str:
+    if not labels:
+        return ""
     return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

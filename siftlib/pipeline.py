@@ -21,6 +21,7 @@ Decisions the spec leaves open:
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -133,12 +134,18 @@ def check_k(k: object) -> int:
 
 def hour_bucket(now: float) -> str:
     """Return the cache's hour bucket, UTC `YYYY-MM-DDTHH`."""
-    return time.strftime("%Y-%m-%dT%H", time.gmtime(now))
+    return _hour_text(int(now // 3600))
 
 
 def utc_day(now: float) -> str:
     """Return the daily cap's day, UTC `YYYY-MM-DD`."""
-    return time.strftime("%Y-%m-%d", time.gmtime(now))
+    return _hour_text(int(now // 3600))[:10]
+
+
+@functools.lru_cache(maxsize=4)
+def _hour_text(hour: int) -> str:
+    # Every search needs both texts; formatting them once an hour keeps strftime off the hot path.
+    return time.strftime("%Y-%m-%dT%H", time.gmtime(hour * 3600))
 
 
 def caller_class(caller: str, restricted: Sequence[str]) -> str:

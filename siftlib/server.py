@@ -58,8 +58,8 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Collection, Mapping
+from contextlib import suppress
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
@@ -325,18 +325,17 @@ class GatewayServer(ThreadingHTTPServer):
             raise AlreadyAnswered
         return response
 
-    @contextmanager
-    def in_flight(self) -> Iterator[None]:
+    def request_started(self) -> None:
         """Count one request being answered, for `drain`."""
         with self._state:
             self._in_flight += 1
-        try:
-            yield
-        finally:
-            with self._state:
-                self._in_flight -= 1
-                if self.draining.is_set():
-                    self._state.notify_all()
+
+    def request_finished(self) -> None:
+        """Count one request answered, waking `drain` when it waits."""
+        with self._state:
+            self._in_flight -= 1
+            if self.draining.is_set():
+                self._state.notify_all()
 
     def drain(self, timeout: float) -> bool:
         """Wait until no request is in flight (call after `shutdown`); False on timeout."""
@@ -463,39 +462,39 @@ class Handler(BaseHTTPRequestHandler):
         self._body_read = False
         self._parsed_fields = None
         route = self.route
-        with self.server.in_flight():
-            try:
-                allowed = _ROUTES.get(route)
-                if allowed is None:
-                    raise Rejected(HTTPStatus.NOT_FOUND, "not found")
-                if method not in allowed:
-                    raise Rejected(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
-                if route == "/healthz":
-                    self._send_json(HTTPStatus.OK, self._health())
-                    return
-                caller = self.server.authenticate(self._field("authorization"))
-                if caller is None:
-                    raise Rejected(HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token")
-                if route == "/metrics":
-                    self._send_json(HTTPStatus.OK, self.server.searcher.metrics_snapshot())
-                elif route == "/v1/search":
-                    self._send_json(HTTPStatus.OK, self._native(caller, started))
-                else:
-                    self._send_json(HTTPStatus.OK, self._firecrawl(caller, started))
-            except Rejected as exc:
-                self._reject(exc)
-            except AlreadyAnswered:
-                self.close_connection = True
-            except QueryError as exc:
-                self._reject(Rejected(HTTPStatus.BAD_REQUEST, "invalid query", _why(exc)))
-            except NoResultsError as exc:
-                status = HTTPStatus.UNPROCESSABLE_ENTITY
-                self._reject(
-                    Rejected(status, "no search results", _why(exc), warnings=exc.warnings)
-                )
-            except Exception as exc:  # never a traceback body, never a 502
-                log.error("internal error on %s: %s", route, type(exc).__name__)
-                self._reject(Rejected(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error"))
+        self.server.request_started()
+        try:
+            allowed = _ROUTES.get(route)
+            if allowed is None:
+                raise Rejected(HTTPStatus.NOT_FOUND, "not found")
+            if method not in allowed:
+                raise Rejected(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
+            if route == "/healthz":
+                self._send_json(HTTPStatus.OK, self._health())
+                return
+            caller = self.server.authenticate(self._field("authorization"))
+            if caller is None:
+                raise Rejected(HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token")
+            if route == "/metrics":
+                self._send_json(HTTPStatus.OK, self.server.searcher.metrics_snapshot())
+            elif route == "/v1/search":
+                self._send_json(HTTPStatus.OK, self._native(caller, started))
+            else:
+                self._send_json(HTTPStatus.OK, self._firecrawl(caller, started))
+        except Rejected as exc:
+            self._reject(exc)
+        except AlreadyAnswered:
+            self.close_connection = True
+        except QueryError as exc:
+            self._reject(Rejected(HTTPStatus.BAD_REQUEST, "invalid query", _why(exc)))
+        except NoResultsError as exc:
+            status = HTTPStatus.UNPROCESSABLE_ENTITY
+            self._reject(Rejected(status, "no search results", _why(exc), warnings=exc.warnings))
+        except Exception as exc:  # never a traceback body, never a 502
+            log.error("internal error on %s: %s", route, type(exc).__name__)
+            self._reject(Rejected(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error"))
+        finally:
+            self.server.request_finished()
 
     def _health(self) -> dict[str, object]:
         degraded = self.server.searcher.degraded()
@@ -709,7 +708,9 @@ class Handler(BaseHTTPRequestHandler):
             self._send_json(status, {"error": status.phrase.lower()})
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        self.log_message("%s %s %s", getattr(self, "command", "-"), _route_label(self.route), code)
+        if log.isEnabledFor(logging.DEBUG):
+            command = getattr(self, "command", "-")
+            self.log_message("%s %s %s", command, _route_label(self.route), code)
 
     def log_message(self, format: str, *args: Any) -> None:
         """Write one access or error line, keeping only status codes, methods and route names."""
