@@ -36,8 +36,8 @@ Decisions the spec leaves open:
   search would be a 422), besides the searcher's own list (missing key, daily cap, refused).
 - SIGTERM: the serve loop stops accepting, `drain()` waits for in-flight requests (answers
   given while draining carry `Connection: close`), then the store is closed.
-- `configure_logging` holds httpx and httpcore to WARNING: httpx logs each upstream request
-  URL, query string included, at INFO.
+- Logging (`siftlib.logs`) is batched off the request threads, and holds httpx and httpcore
+  to WARNING: httpx logs each upstream request URL, query string included, at INFO.
 - Access lines go to the `sift.http` logger at DEBUG through one redacting `log_message`
   (only status codes, methods and known route names survive); the INFO line per search is
   the pipeline's. An internal error is logged by exception type only: its text may carry an
@@ -191,21 +191,6 @@ class _Watchdog:
                         break
                     self._cond.wait(delay)
             entry.expire()
-
-
-def configure_logging() -> None:
-    """Log INFO and up to stderr in batches, with httpx and httpcore held to warnings."""
-    from siftlib.logbatch import BatchedStderrHandler
-
-    root = logging.getLogger()
-    if not root.handlers:  # as `logging.basicConfig`: leave a configured logging alone
-        handler = BatchedStderrHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-    # httpx logs every request URL (with the query string: the caller's query) at INFO.
-    for name in ("httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def split_listen(listen: str) -> tuple[str, int]:

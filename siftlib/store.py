@@ -121,13 +121,15 @@ def _norm(query: str) -> str:
     return " ".join(query.split()).lower()
 
 
+_KEY_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # built once, not per key
+
+
 def cache_key(
     *, query: str, sources: Sequence[str], k: int, merge: str, hour_bucket: str, caller_class: str
 ) -> str:
     """Return the cache key: sha256 over the normalised query and every part shaping the answer."""
     parts = [_norm(query), sorted(sources), k, merge, hour_bucket, caller_class]
-    encoded = json.dumps(parts, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(encoded.encode("utf-8")).hexdigest()
+    return hashlib.sha256(_KEY_JSON.encode(parts).encode("utf-8")).hexdigest()
 
 
 class SQLiteStore:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 from gatewaykit import FakeUpstream, call, fixture_bytes, gateway
 
-from siftlib.server import configure_logging
+from siftlib.logs import configure_logging
 
 SEARCH_LINE = re.compile(
     r"search caller=(\w+) q_len=(\d+) sources=([a-z_,]+|-) n=(\d+) cache=(hit|miss) rerank_ms=(\d+)"
@@ -25,10 +25,14 @@ def serve_logging() -> Iterator[None]:
     """Configure logging as `sift serve` does, and put it back afterwards."""
     names = ("", "httpx", "httpcore")
     saved = {name: logging.getLogger(name).level for name in names}
+    flags = ("logThreads", "logProcesses", "logMultiprocessing", "_srcfile")
+    saved_flags = {flag: getattr(logging, flag) for flag in flags}
     configure_logging()
     yield
     for name, level in saved.items():
         logging.getLogger(name).setLevel(level)
+    for flag, value in saved_flags.items():
+        setattr(logging, flag, value)
 
 
 @pytest.fixture

@@ -36,9 +36,10 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT; exit 0 after in-flight requests have finished."""
     from siftlib.config import load_config, load_secrets
     from siftlib.errors import ConfigError
+    from siftlib.logs import configure_logging
     from siftlib.metrics import Metrics
     from siftlib.pipeline import Searcher
-    from siftlib.server import GatewayServer, check_open_mode, configure_logging, split_listen
+    from siftlib.server import GatewayServer, check_open_mode, split_listen
     from siftlib.store import open_store
 
     configure_logging()

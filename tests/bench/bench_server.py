@@ -67,7 +67,8 @@ CANNED_SERVER = r"""
 import sys
 from siftlib.config import load_config, load_secrets
 from siftlib.pipeline import Searcher, SearchRequest
-from siftlib.server import GatewayServer, configure_logging
+from siftlib.logs import configure_logging
+from siftlib.server import GatewayServer
 configure_logging()
 config = load_config(sys.argv[1])
 secrets = load_secrets(config.secret_env)

@@ -1,16 +1,22 @@
-"""The batched stderr log handler: no I/O on the logging thread, every line once, in order."""
+"""How `sift serve` logs: batched off the logging thread, every line once, in order."""
 
 from __future__ import annotations
 
 import io
 import logging
+import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
-from siftlib.logbatch import BatchedStderrHandler
+from siftlib.logs import FORMAT, BatchedStderrHandler, LineFormatter
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 class Recording(io.StringIO):
@@ -27,7 +33,7 @@ class Recording(io.StringIO):
 
 @pytest.fixture
 def logger() -> Iterator[logging.Logger]:
-    made = logging.getLogger("sift.test-logbatch")
+    made = logging.getLogger("sift.test-logs")
     made.propagate = False
     made.setLevel(logging.INFO)
     yield made
@@ -119,3 +125,34 @@ def test_a_line_that_cannot_be_formatted_is_reported_and_the_rest_go_on(
     handler.flush()
     assert stream.getvalue() == "INFO fine\n"
     assert "--- Logging error ---" in capsys.readouterr().err
+
+
+def test_the_line_formatter_writes_the_stdlib_timestamp_across_seconds() -> None:
+    ours = LineFormatter(FORMAT)
+    stdlib = logging.Formatter(FORMAT)
+    start = time.time()
+    for offset in (0.0, 0.25, 0.999, 1.0, 1.5, 61.0, 3600.001, 0.5):
+        record = logging.makeLogRecord({"msg": "search n=%d", "args": (3,), "levelname": "INFO"})
+        record.created = start + offset
+        record.msecs = (record.created - int(record.created)) * 1000
+        assert ours.format(record) == stdlib.format(record)
+
+
+def test_sift_serve_logging_reaches_stderr_whole_at_exit_and_holds_httpx_back() -> None:
+    program = (
+        "import logging\n"
+        "from siftlib.logs import configure_logging\n"
+        "configure_logging()\n"
+        "logging.getLogger('sift.pipeline').info('search caller=%s n=%d', 'ops', 3)\n"
+        "logging.getLogger('httpx').info('HTTP Request: GET https://example.org/?q=zebra')\n"
+        "logging.getLogger('sift').warning('tavily: missing key')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2, done.stderr
+    stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
+    assert re.fullmatch(stamp + r" INFO search caller=ops n=3", lines[0])
+    assert re.fullmatch(stamp + r" WARNING tavily: missing key", lines[1])
