@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import heapq
 import hmac
+import http.client
 import ipaddress
 import itertools
 import json
@@ -84,6 +85,10 @@ _ROUTES = {
 _METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 _LOGGABLE = frozenset((*_ROUTES, *_METHODS, "other"))
 _DIGITS = re.compile(r"[0-9]+")
+_VERSION = re.compile(r"HTTP/([0-9])\.([0-9])")
+_FIELD_NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_MAX_LINE = 65536  # as the stdlib: a longer head line, or more fields, is a 431
+_MAX_FIELDS = 100
 _READ_FIELDS = frozenset({"authorization", "content-length", "transfer-encoding"})
 _BUSY_BODY = b'{"error": "server busy, retry"}\n'
 _BUSY = (
@@ -106,6 +111,41 @@ class Rejected(Exception):
         super().__init__(error)
         self.status, self.error, self.details = status, error, details
         self.warnings = warnings
+
+
+class BadHead(Exception):
+    """The request line or a header field is malformed; answered with `status`."""
+
+    def __init__(self, status: HTTPStatus, details: str) -> None:
+        super().__init__(details)
+        self.status, self.details = status, details
+
+
+def read_fields(rfile: Any) -> http.client.HTTPMessage:
+    """Read header fields up to the blank line, strictly (RFC 9112 §5), or raise `BadHead`.
+
+    The stdlib parses them with the email package: ~20 µs a request, a tenth of a cache hit.
+    A field line is `name: value`; no space before the colon, no folded continuation line,
+    no CR or NUL in a value. A head that ends before its blank line is refused too.
+    """
+    fields = http.client.HTTPMessage()
+    count = 0
+    while True:
+        line = rfile.readline(_MAX_LINE + 1)
+        if len(line) > _MAX_LINE:
+            raise BadHead(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "a header line is too long")
+        if line in (b"\r\n", b"\n"):
+            return fields
+        if not line.endswith(b"\n"):
+            raise BadHead(HTTPStatus.BAD_REQUEST, "the request head ended before its blank line")
+        count += 1
+        if count > _MAX_FIELDS:
+            raise BadHead(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "too many header fields")
+        name, colon, value = line.partition(b":")
+        value = value.strip(b" \t\r\n")
+        if not colon or not _FIELD_NAME.fullmatch(name) or b"\r" in value or b"\0" in value:
+            raise BadHead(HTTPStatus.BAD_REQUEST, "a header field is malformed")
+        fields[name.decode("ascii")] = value.decode("latin-1")
 
 
 class AlreadyAnswered(Exception):
@@ -383,6 +423,7 @@ class Handler(BaseHTTPRequestHandler):
     wbufsize = 64 * 1024  # headers and body leave in one write, flushed per request
     _body_read = False
     _parsed_fields: dict[str, list[str]] | None = None
+    raw_requestline: bytes
 
     def setup(self) -> None:
         super().setup()
@@ -411,6 +452,40 @@ class Handler(BaseHTTPRequestHandler):
         log.debug("request too slow: reading cut")
         with suppress(OSError):
             self.connection.shutdown(socket.SHUT_RD if self._reading_body else socket.SHUT_RDWR)
+
+    def parse_request(self) -> bool:
+        """Parse the request line and header fields; on a malformed one answer it, return False."""
+        self.command, self.path = "", ""  # nothing of an earlier request on this connection
+        self.request_version = self.default_request_version
+        self.close_connection = True
+        raw = self.raw_requestline
+        if not raw.endswith(b"\n"):
+            return False  # the client left (or was cut) mid-line: nobody to answer
+        self.requestline = str(raw, "iso-8859-1").rstrip("\r\n")
+        words = self.requestline.split()
+        version = _VERSION.fullmatch(words[2]) if len(words) == 3 else None
+        if version is None:
+            self.send_error(HTTPStatus.BAD_REQUEST, "the request line is not METHOD PATH HTTP/1.1")
+            return False
+        major_minor = (int(version[1]), int(version[2]))
+        if major_minor >= (2, 0):
+            self.send_error(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "speak HTTP/1.1")
+            return False
+        self.command, self.path, self.request_version = words
+        if self.path.startswith("//"):
+            self.path = "/" + self.path.lstrip("/")
+        try:
+            self.headers = read_fields(self.rfile)
+        except BadHead as exc:
+            self.send_error(exc.status, exc.details)
+            return False
+        connection = self.headers.get("Connection", "").lower()
+        self.close_connection = connection == "close" or (
+            major_minor < (1, 1) and connection != "keep-alive"
+        )
+        if self.headers.get("Expect", "").lower() == "100-continue" and major_minor >= (1, 1):
+            return self.handle_expect_100()
+        return True
 
     def do_GET(self) -> None:
         self._dispatch("GET")
@@ -689,8 +764,11 @@ class Handler(BaseHTTPRequestHandler):
         self._body_read = False
         self._parsed_fields = None
         self.close_connection = True
+        payload = {"error": status.phrase.lower()}
+        if message:
+            payload["details"] = message
         with suppress(OSError):
-            self._send_json(status, {"error": status.phrase.lower()})
+            self._send_json(status, payload)
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         if log.isEnabledFor(logging.DEBUG):

@@ -430,6 +430,94 @@ def test_a_chunked_body_is_400(gw: Gateway, searxng: FakeUpstream) -> None:
     assert upstream_calls(searxng) == 0
 
 
+@pytest.mark.parametrize(
+    "field",
+    [
+        b"Content-Length : 19",  # space before the colon: a smuggling vector
+        b" folded: continuation",  # obs-fold
+        b"NoColonHere",
+        b"Bad Name: x",
+        b"X-Nul: a\x00b",
+        b"X-Cr: a\rb",
+        b": no name",
+    ],
+)
+def test_a_malformed_header_field_is_400_with_a_sentence(
+    gw: Gateway, searxng: FakeUpstream, field: bytes
+) -> None:
+    body = b'{"query": "sqlite"}'
+    raw = raw_exchange(
+        gw.port,
+        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() + b"\r\n"
+        b"Content-Length: 19\r\n" + field + b"\r\n\r\n" + body,
+    )
+    assert status_of(raw) == 400
+    assert json.loads(raw.split(b"\r\n\r\n", 1)[1]) == {
+        "error": "bad request",
+        "details": "a header field is malformed",
+    }
+    assert upstream_calls(searxng) == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "details"),
+    [
+        (b"".join(b"X-F%d: v\r\n" % i for i in range(101)), "too many header fields"),
+        (b"X-Long: " + b"v" * 70_000 + b"\r\n", "a header line is too long"),
+    ],
+)
+def test_too_many_or_too_long_header_fields_are_431(
+    gw: Gateway, fields: bytes, details: str
+) -> None:
+    raw = raw_exchange(gw.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + fields + b"\r\n")
+    assert status_of(raw) == 431
+    assert json.loads(raw.split(b"\r\n\r\n", 1)[1])["details"] == details
+
+
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [
+        (b"GET /healthz", 400),  # HTTP/0.9 is not spoken
+        (b"GET /healthz HTTP/x", 400),
+        (b"GET /healthz HTTP/1.1 extra", 400),
+        (b"GET /healthz HTTP/1.10", 400),
+        (b"GET /healthz HTTP/2.0", 505),
+    ],
+)
+def test_a_malformed_request_line_is_refused(gw: Gateway, line: bytes, status: int) -> None:
+    raw = raw_exchange(gw.port, line + b"\r\nHost: x\r\n\r\n")
+    assert status_of(raw) == status
+    assert b"Connection: close" in raw
+
+
+def test_field_names_are_case_insensitive_values_trimmed_and_bare_lf_accepted(
+    gw: Gateway,
+) -> None:
+    body = b'{"query": "sqlite"}'
+    raw = raw_exchange(
+        gw.port,
+        b"POST /v1/search HTTP/1.1\nhost: x\nAUTHORIZATION: \t Bearer " + TOKEN.encode() + b" \n"
+        b"content-length:19\nconnection: close\n\n" + body,
+    )
+    assert status_of(raw) == 200
+    assert json.loads(raw.split(b"\r\n\r\n", 1)[1])["results"]
+
+
+def test_http_1_0_closes_unless_it_asks_for_keep_alive(gw: Gateway) -> None:
+    import socket
+
+    plain = raw_exchange(gw.port, b"GET /healthz HTTP/1.0\r\n\r\n")  # returns once closed
+    assert status_of(plain) == 200
+    assert b"Connection: close" in plain
+    with socket.create_connection(("127.0.0.1", gw.port), timeout=30) as sock:
+        for _ in range(2):  # the second request is answered on the same connection
+            sock.sendall(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            answer = b""
+            while not answer.endswith(b"}\n"):
+                answer += sock.recv(65536)
+            assert status_of(answer) == 200
+
+
 def test_a_body_shorter_than_declared_is_400_and_never_searched(
     gw: Gateway, searxng: FakeUpstream
 ) -> None:
