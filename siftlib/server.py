@@ -48,12 +48,12 @@ from __future__ import annotations
 
 import heapq
 import hmac
-import http.client
 import ipaddress
 import itertools
 import json
 import logging
 import math
+import queue
 import re
 import socket
 import struct
@@ -89,7 +89,7 @@ _VERSION = re.compile(r"HTTP/([0-9])\.([0-9])")
 _FIELD_NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _MAX_LINE = 65536  # as the stdlib: a longer head line, or more fields, is a 431
 _MAX_FIELDS = 100
-_READ_FIELDS = frozenset({"authorization", "content-length", "transfer-encoding"})
+_JSON = json.JSONEncoder(ensure_ascii=False)  # one encoder for every answer, not one each
 _BUSY_BODY = b'{"error": "server busy, retry"}\n'
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
@@ -121,14 +121,15 @@ class BadHead(Exception):
         self.status, self.details = status, details
 
 
-def read_fields(rfile: Any) -> http.client.HTTPMessage:
-    """Read header fields up to the blank line, strictly (RFC 9112 §5), or raise `BadHead`.
+def read_fields(rfile: Any) -> dict[str, list[str]]:
+    """Read header fields up to the blank line, by lowercased name, strictly (RFC 9112 §5).
 
     The stdlib parses them with the email package: ~20 µs a request, a tenth of a cache hit.
     A field line is `name: value`; no space before the colon, no folded continuation line,
-    no CR or NUL in a value. A head that ends before its blank line is refused too.
+    no CR or NUL in a value. A head that ends before its blank line is refused too. A malformed
+    field raises `BadHead`.
     """
-    fields = http.client.HTTPMessage()
+    fields: dict[str, list[str]] = {}
     count = 0
     while True:
         line = rfile.readline(_MAX_LINE + 1)
@@ -145,7 +146,7 @@ def read_fields(rfile: Any) -> http.client.HTTPMessage:
         value = value.strip(b" \t\r\n")
         if not colon or not _FIELD_NAME.fullmatch(name) or b"\r" in value or b"\0" in value:
             raise BadHead(HTTPStatus.BAD_REQUEST, "a header field is malformed")
-        fields[name.decode("ascii")] = value.decode("latin-1")
+        fields.setdefault(name.decode("ascii").lower(), []).append(value.decode("latin-1"))
 
 
 class AlreadyAnswered(Exception):
@@ -293,7 +294,11 @@ class GatewayServer(ThreadingHTTPServer):
         self.queue_wait = queue_wait
         self.max_connections = max_connections
         self.draining = threading.Event()
-        self._slots = threading.BoundedSemaphore(max_searches)
+        # Search slots as tokens in a C-level queue: a threading.Semaphore is Python code
+        # around a Condition, several times the cost per search.
+        self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(max_searches):
+            self._slots.put(None)
         self.watchdog = _Watchdog()
         self._state = threading.Condition(threading.Lock())
         self._connections = 0
@@ -334,9 +339,11 @@ class GatewayServer(ThreadingHTTPServer):
         Past the deadline, the deadline thread calls `on_expiry` (which answers 503) while
         the search runs on; its late outcome is then dropped with `AlreadyAnswered`.
         """
-        if not self._slots.acquire(timeout=self.queue_wait):
+        try:
+            self._slots.get(timeout=self.queue_wait)
+        except queue.Empty:
             self.searcher.metrics.inc("http_shed", reason="busy")
-            raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "server busy, retry")
+            raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "server busy, retry") from None
         watch = self.watchdog.watch(started + self.deadline, on_expiry)
         try:
             response = self.searcher.search(request)
@@ -345,7 +352,7 @@ class GatewayServer(ThreadingHTTPServer):
                 raise
             raise AlreadyAnswered from None
         finally:
-            self._slots.release()
+            self._slots.put(None)
         if not watch.settle():
             raise AlreadyAnswered
         return response
@@ -422,7 +429,7 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     wbufsize = 64 * 1024  # headers and body leave in one write, flushed per request
     _body_read = False
-    _parsed_fields: dict[str, list[str]] | None = None
+    fields: dict[str, list[str]] = {}  # the request's header fields (`headers` is not parsed)
     raw_requestline: bytes
 
     def setup(self) -> None:
@@ -455,7 +462,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def parse_request(self) -> bool:
         """Parse the request line and header fields; on a malformed one answer it, return False."""
-        self.command, self.path = "", ""  # nothing of an earlier request on this connection
+        self.command, self.path, self.fields = "", "", {}  # nothing of an earlier request
         self.request_version = self.default_request_version
         self.close_connection = True
         raw = self.raw_requestline
@@ -475,15 +482,15 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.startswith("//"):
             self.path = "/" + self.path.lstrip("/")
         try:
-            self.headers = read_fields(self.rfile)
+            self.fields = read_fields(self.rfile)
         except BadHead as exc:
             self.send_error(exc.status, exc.details)
             return False
-        connection = self.headers.get("Connection", "").lower()
+        connection = (self._field("connection") or "").lower()
         self.close_connection = connection == "close" or (
             major_minor < (1, 1) and connection != "keep-alive"
         )
-        if self.headers.get("Expect", "").lower() == "100-continue" and major_minor >= (1, 1):
+        if (self._field("expect") or "").lower() == "100-continue" and major_minor >= (1, 1):
             return self.handle_expect_100()
         return True
 
@@ -520,7 +527,6 @@ class Handler(BaseHTTPRequestHandler):
             return
         self._reading_body = True
         self._body_read = False
-        self._parsed_fields = None
         route = self.route
         self.server.request_started()
         try:
@@ -620,7 +626,7 @@ class Handler(BaseHTTPRequestHandler):
             raise Rejected(
                 HTTPStatus.BAD_REQUEST, "bad request", "send the body with a Content-Length"
             )
-        declared = self._fields().get("content-length", [])
+        declared = self.fields.get("content-length", [])
         if len(declared) != 1 or not _DIGITS.fullmatch(declared[0].strip()):
             raise Rejected(
                 HTTPStatus.BAD_REQUEST,
@@ -698,28 +704,14 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(self._encode(status, payload, headers or {}, close=self.close_connection))
         self._count(status)
 
-    def _fields(self) -> dict[str, list[str]]:
-        """The request headers this gateway reads, by lowercased name, parsed once."""
-        fields = self._parsed_fields
-        if fields is None:
-            fields = {}
-            headers = getattr(self, "headers", None)
-            # One pass over the raw pairs: each HTTPMessage.get() rescans every header.
-            for name, value in headers.raw_items() if headers is not None else ():
-                key = name.lower()
-                if key in _READ_FIELDS:
-                    fields.setdefault(key, []).append(value)
-            self._parsed_fields = fields
-        return fields
-
     def _field(self, name: str) -> str | None:
-        values = self._fields().get(name)
+        """Return the first value of a header field (its name lowercased), or None."""
+        values = self.fields.get(name)
         return values[0] if values else None
 
     def _body_expected(self) -> bool:
-        fields = self._fields()
-        declared = [value.strip() for value in fields.get("content-length", ["0"])]
-        chunked = "transfer-encoding" in fields
+        declared = [value.strip() for value in self.fields.get("content-length", ["0"])]
+        chunked = "transfer-encoding" in self.fields
         return declared != ["0"] or chunked or getattr(self, "command", None) == "POST"
 
     def date_time_string(self, timestamp: float | None = None) -> str:
@@ -734,7 +726,7 @@ class Handler(BaseHTTPRequestHandler):
         self, status: HTTPStatus, payload: object, headers: Mapping[str, str], *, close: bool
     ) -> bytes:
         """Return a whole response, head and JSON body, to leave in one write."""
-        body = json.dumps(payload, ensure_ascii=False).encode() + b"\n"
+        body = _JSON.encode(payload).encode() + b"\n"
         lines = [
             f"HTTP/1.1 {status.value} {status.phrase}",
             f"Server: {self.server_version}",
@@ -762,7 +754,6 @@ class Handler(BaseHTTPRequestHandler):
             else HTTPStatus(code)
         )
         self._body_read = False
-        self._parsed_fields = None
         self.close_connection = True
         payload = {"error": status.phrase.lower()}
         if message:
