@@ -75,8 +75,7 @@ class BatchedStderrHandler(logging.Handler):
         self._write_lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
-        self._writer = threading.Thread(target=self._run, name="sift-log", daemon=True)
-        self._writer.start()
+        threading.Thread(target=self._run, name="sift-log", daemon=True).start()
 
     def emit(self, record: logging.LogRecord) -> None:
         try:

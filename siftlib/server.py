@@ -474,6 +474,8 @@ class Handler(BaseHTTPRequestHandler):
             return False  # the client left (or was cut) mid-line: nobody to answer
         self.requestline = str(raw, "iso-8859-1").rstrip("\r\n")
         words = self.requestline.split()
+        if not words:
+            return False  # a stray blank line (as the stdlib: close, answer nothing)
         version = _VERSION.fullmatch(words[2]) if len(words) == 3 else None
         if version is None:
             self.send_error(HTTPStatus.BAD_REQUEST, "the request line is not METHOD PATH HTTP/1.1")

@@ -490,6 +490,10 @@ def test_a_malformed_request_line_is_refused(gw: Gateway, line: bytes, status: i
     assert b"Connection: close" in raw
 
 
+def test_a_stray_blank_line_instead_of_a_request_closes_without_an_answer(gw: Gateway) -> None:
+    assert raw_exchange(gw.port, b"\r\n") == b""
+
+
 def test_field_names_are_case_insensitive_values_trimmed_and_bare_lf_accepted(
     gw: Gateway,
 ) -> None:
