@@ -103,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         server.server_close()
         searcher.close()
         store.close()
+    for handler in logging.getLogger().handlers:
+        handler.flush()  # the last search lines first: they are written in batches
     print(
         "sift serve: stopped" if finished else "sift serve: stopped with requests unfinished",
         file=sys.stderr,
