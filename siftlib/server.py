@@ -118,7 +118,7 @@ class Rejected(Exception):
 
 
 class BadHead(Exception):
-    """The request line or a header field is malformed; answered with `status`."""
+    """A header field was malformed, or the fields too many or too long; answered with `status`."""
 
     def __init__(self, status: HTTPStatus, details: str) -> None:
         super().__init__(details)
@@ -645,7 +645,10 @@ class Handler(BaseHTTPRequestHandler):
                 HTTPStatus.REQUEST_ENTITY_TOO_LARGE, "request body too large", "the limit is 64 KiB"
             )
         length = int(text)
-        data = self.rfile.read(length)  # short when the watchdog cut a slow body
+        try:
+            data = self.rfile.read(length)  # short when the watchdog cut a slow body
+        except OSError:  # reset mid-body: a short body, not an internal error
+            data = b""
         self._read_watch.settle()
         if len(data) != length:
             raise Rejected(

@@ -397,3 +397,22 @@ def test_a_client_that_stops_reading_loses_its_thread_after_the_socket_timeout(
             sock.close()
             sender.join(30)
     padded.close()
+
+
+def test_a_client_reset_mid_body_is_not_an_internal_error(
+    tmp_path: Path, searxng: FakeUpstream, caplog: pytest.LogCaptureFixture
+) -> None:
+    import struct
+
+    caplog.set_level("DEBUG", logger="sift")
+    with gateway(tmp_path, searxng=searxng.url) as gw:
+        sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
+        sock.sendall(b'POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"query"')
+        wait_until(lambda: gw.server._connections == 1, "the half request arrived")
+        time.sleep(0.2)  # let the handler block reading the rest of the body
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset, not a clean close
+        wait_until(lambda: gw.server._connections == 0, "the reset connection released")
+        assert call(gw.url, "GET", "/healthz").status == 200
+    assert searxng.calls == []
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
