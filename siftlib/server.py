@@ -433,11 +433,12 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     wbufsize = 64 * 1024  # headers and body leave in one write, flushed per request
     _body_read = False
-    fields: dict[str, list[str]] = {}  # the request's header fields (`headers` is not parsed)
+    fields: dict[str, list[str]]  # the request's header fields (`headers` is not parsed)
     raw_requestline: bytes
 
     def setup(self) -> None:
         super().setup()
+        self.fields = {}
         # Reads block plainly and the watchdog cuts them; a socket timeout would cost a poll()
         # per recv and send, each a GIL hand-off. A client that stops reading fails the send.
         seconds = self.server.socket_timeout
