@@ -16,8 +16,8 @@ def _lines(run_dir):
     return [json.loads(x) for x in (run_dir / "results.jsonl").read_text().splitlines()]
 
 
-def _run(tmp_path, config, *extra):
-    queries, targets = write_inputs(tmp_path, QUERIES, TARGETS)
+def _run(tmp_path, config, *extra, targets=TARGETS):
+    queries, targets = write_inputs(tmp_path, QUERIES, targets)
     return main(
         [
             "bakeoff",
@@ -90,45 +90,14 @@ def test_nothing_runnable_is_an_error_that_says_why(tmp_path, providers, capsys)
 
 def test_misaligned_targets_are_refused_before_any_search(tmp_path, providers, capsys):
     config = write_config(tmp_path, providers)
-    queries, targets = write_inputs(tmp_path, QUERIES, TARGETS[:3])
-    code = main(
-        [
-            "bakeoff",
-            "run",
-            "--config",
-            str(config),
-            "--queries",
-            str(queries),
-            "--targets",
-            str(targets),
-            "--out",
-            str(tmp_path / "run"),
-            "--allow-private-upstreams",
-        ]
-    )
-    assert code == 2
+    assert _run(tmp_path, config, targets=TARGETS[:3]) == 2
     assert "has 3 lines but" in capsys.readouterr().err
     assert providers.calls == [] and not (tmp_path / "run").exists()
 
 
 def test_a_bad_target_is_refused_with_its_line(tmp_path, providers, capsys):
     config = write_config(tmp_path, providers)
-    queries, targets = write_inputs(tmp_path, QUERIES, [*TARGETS[:3], "docs.python.org/3/"])
-    code = main(
-        [
-            "bakeoff",
-            "run",
-            "--config",
-            str(config),
-            "--queries",
-            str(queries),
-            "--targets",
-            str(targets),
-            "--out",
-            str(tmp_path / "run"),
-        ]
-    )
-    assert code == 2
+    assert _run(tmp_path, config, targets=[*TARGETS[:3], "docs.python.org/3/"]) == 2
     assert "line 4" in capsys.readouterr().err and providers.calls == []
 
 

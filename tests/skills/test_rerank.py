@@ -416,33 +416,32 @@ class TestFit:
         assert result is baseline
         assert session.recorder.last.reason is Reason.NONE_APPLICABLE
 
-    def test_a_missing_fit_answer_falls_back(self, fake: FakeSystemOne, catalog: Catalog) -> None:
+    @pytest.mark.parametrize(
+        ("edit", "reason"),
+        [
+            (lambda answers: answers.pop("fit_c1"), Reason.MISSING_ID),
+            (
+                lambda answers: answers.update(fit_c99={"type": "noul", "noul": 0.5}),
+                Reason.UNKNOWN_ID,
+            ),
+        ],
+        ids=["missing", "extra"],
+    )
+    def test_a_missing_or_extra_fit_answer_falls_back(
+        self, fake: FakeSystemOne, catalog: Catalog, edit: Any, reason: Reason
+    ) -> None:
         session = self.settings(fake)
         full = fitted({"pdf-merge": 0.9}, 0.1, {"pdf-merge": 0.9})
 
         def handler(body: dict[str, Any]) -> Any:
             answer = json.loads(full(body)[1])  # type: ignore[index]
-            del answer["answers"]["fit_c1"]
+            edit(answer["answers"])
             return 200, json.dumps(answer).encode()
 
         fake.handler = handler
         result, baseline = session.search(catalog)
         assert result is baseline
-        assert session.recorder.last.reason is Reason.MISSING_ID
-
-    def test_extra_answer_falls_back(self, fake: FakeSystemOne, catalog: Catalog) -> None:
-        session = self.settings(fake)
-        full = fitted({"pdf-merge": 0.9}, 0.1, {"pdf-merge": 0.9})
-
-        def handler(body: dict[str, Any]) -> Any:
-            answer = json.loads(full(body)[1])  # type: ignore[index]
-            answer["answers"]["fit_c99"] = {"type": "noul", "noul": 0.5}
-            return 200, json.dumps(answer).encode()
-
-        fake.handler = handler
-        result, baseline = session.search(catalog)
-        assert result is baseline
-        assert session.recorder.last.reason is Reason.UNKNOWN_ID
+        assert session.recorder.last.reason is reason
 
 
 class TestCache:
