@@ -1,0 +1,161 @@
+"""The gateway's API as pure functions: bodies into search requests, outcomes into answers.
+
+    body = decode_body(b'{"query": "sqlite wal", "k": 3}')
+    request = native_request(body, caller="ops", default_k=8)     # or firecrawl_request(...)
+    answer = firecrawl_answer(searcher.search(request))           # or native_answer(...)
+    payload = error_payload(Rejected(HTTPStatus.NOT_FOUND, "not found"), route="/v2/search")
+
+No sockets here: the handler (`siftlib.server`) reads the bytes and writes the answer.
+
+Decisions the spec leaves open:
+- Error bodies: `{"error": "invalid query" | "no search results" | …, "details": "<why>"}`
+  (`"success": false` added on `/v2/search`); `details` is what Firecrawl itself uses. A 422
+  also carries the search's `warnings` (`tavily: 429`: source and kind, never upstream text).
+- Unknown fields are ignored on both search routes; `/v2/search` `limit` null means absent,
+  and a limit outside 1–20 is clamped (Firecrawl's own range), not refused.
+- `/healthz` is `degraded` with `search: no source enabled` when nothing is enabled (every
+  search would be a 422), besides the searcher's own list (missing key, daily cap, refused).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+from siftlib import __version__
+from siftlib.pipeline import SearchRequest, SearchResponse
+
+FIRECRAWL_DEFAULT_LIMIT = 5
+FIRECRAWL_MAX_LIMIT = 20
+ROUTES = {
+    "/v1/search": ("POST",),
+    "/v2/search": ("POST",),
+    "/healthz": ("GET",),
+    "/metrics": ("GET",),
+}
+
+
+class Rejected(Exception):
+    """A request the gateway answers with an error status."""
+
+    def __init__(
+        self,
+        status: HTTPStatus,
+        error: str,
+        details: str | None = None,
+        *,
+        warnings: list[str] | None = None,
+    ) -> None:
+        super().__init__(error)
+        self.status, self.error, self.details = status, error, details
+        self.warnings = warnings
+
+
+def route_label(route: str) -> str:
+    """Return a route's name for logs and metrics: a known route, else `other`."""
+    return route if route in ROUTES else "other"
+
+
+def decode_body(data: bytes) -> dict[str, Any]:
+    """Return a request body as a JSON object, or raise `Rejected`."""
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError):
+        raise Rejected(
+            HTTPStatus.BAD_REQUEST, "invalid query", "the body is not valid JSON"
+        ) from None
+    if not isinstance(body, dict):
+        raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "the body must be a JSON object")
+    return body
+
+
+def native_request(body: Mapping[str, Any], *, caller: str, default_k: int) -> SearchRequest:
+    """Return the search a `POST /v1/search` body asks for (search.md §3.1)."""
+    k = body.get("k")
+    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50):
+        raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "k must be an integer from 1 to 50")
+    for name in ("rerank", "digest"):
+        if body.get(name) is not None and not isinstance(body[name], bool):
+            raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", f"{name} must be true or false")
+    question = body.get("question")
+    if question is not None and not isinstance(question, str):
+        raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "question must be a string")
+    return SearchRequest(
+        query=_query(body),
+        k=default_k if k is None else k,
+        rerank=body.get("rerank"),
+        digest=bool(body.get("digest")),
+        caller=caller,
+    )
+
+
+def firecrawl_request(body: Mapping[str, Any], *, caller: str) -> SearchRequest:
+    """Return the search a `POST /v2/search` body asks for: web hits only, never a scrape."""
+    limit = body.get("limit")
+    if limit is None:
+        limit = FIRECRAWL_DEFAULT_LIMIT
+    elif isinstance(limit, bool) or not isinstance(limit, int):
+        raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "limit must be an integer")
+    limit = min(max(limit, 1), FIRECRAWL_MAX_LIMIT)
+    return SearchRequest(query=_query(body), k=limit, caller=caller)
+
+
+def native_answer(response: SearchResponse) -> dict[str, object]:
+    """Return the native envelope of a search's outcome."""
+    return response.to_native()
+
+
+def firecrawl_answer(response: SearchResponse) -> dict[str, object]:
+    """Return Firecrawl's `/v2/search` shape of a search's outcome."""
+    web = [
+        {"url": hit.url, "title": hit.title, "description": hit.snippet, "position": i}
+        for i, hit in enumerate(response.results, 1)
+    ]
+    return {"success": True, "data": {"web": web}}
+
+
+def health_answer(degraded: list[str], *, any_source: bool) -> dict[str, object]:
+    """Return the `/healthz` answer for the searcher's degraded list."""
+    if not any_source:
+        degraded = ["search: no source enabled", *degraded]
+    return {
+        "status": "degraded" if degraded else "ok",
+        "degraded": degraded,
+        "version": __version__,
+    }
+
+
+def error_payload(exc: Rejected, *, route: str) -> dict[str, object]:
+    """Return the JSON body of an error answer, Firecrawl's shape on `/v2/search`."""
+    payload: dict[str, object] = {"error": exc.error}
+    if exc.details:
+        payload["details"] = exc.details
+    if exc.warnings is not None:
+        payload["warnings"] = exc.warnings
+    return {"success": False, **payload} if route == "/v2/search" else payload
+
+
+def error_headers(exc: Rejected, *, route: str) -> dict[str, str]:
+    """Return the header fields an error answer needs (`WWW-Authenticate`, `Allow`)."""
+    if exc.status == HTTPStatus.UNAUTHORIZED:
+        return {"WWW-Authenticate": 'Bearer realm="sift"'}
+    if exc.status == HTTPStatus.METHOD_NOT_ALLOWED:
+        return {"Allow": ", ".join(ROUTES[route])}
+    return {}
+
+
+def why(exc: Exception) -> str:
+    """Return an error's sentence without the label the error field already carries."""
+    text = str(exc)
+    for label in ("invalid query: ", "no search results: "):
+        text = text.removeprefix(label)
+    return text
+
+
+def _query(body: Mapping[str, Any]) -> str:
+    query = body.get("query")
+    if not isinstance(query, str):
+        raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "query must be a string")
+    return query

@@ -1,0 +1,52 @@
+"""The deadline thread: what is settled in time is left alone, what runs past it is expired."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from siftlib.watchdog import Watchdog
+
+
+@pytest.fixture
+def watchdog() -> Iterator[Watchdog]:
+    dog = Watchdog()
+    yield dog
+    dog.close()
+
+
+def test_an_operation_past_its_deadline_is_expired_once(watchdog: Watchdog) -> None:
+    fired = threading.Event()
+    calls: list[str] = []
+
+    def on_expiry() -> None:
+        calls.append("expired")
+        fired.set()
+
+    watch = watchdog.watch(time.monotonic(), on_expiry)
+    assert fired.wait(10)
+    assert not watch.settle()  # the deadline already answered
+    watch.expire()
+    assert calls == ["expired"]
+
+
+def test_a_settled_operation_is_never_expired(watchdog: Watchdog) -> None:
+    calls: list[str] = []
+    watch = watchdog.watch(time.monotonic() + 3600, lambda: calls.append("late"))
+    assert watch.settle()
+    watch.expire()
+    # A later entry due now is expired: the thread went past the settled one.
+    fired = threading.Event()
+    watchdog.watch(time.monotonic(), fired.set)
+    assert fired.wait(10)
+    assert calls == []
+
+
+def test_an_earlier_entry_wakes_a_thread_sleeping_towards_a_later_one(watchdog: Watchdog) -> None:
+    watchdog.watch(time.monotonic() + 3600, lambda: None)
+    fired = threading.Event()
+    watchdog.watch(time.monotonic() + 0.05, fired.set)
+    assert fired.wait(10)

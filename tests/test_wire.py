@@ -1,0 +1,97 @@
+"""The HTTP/1.1 wire without sockets: request lines, header fields, body length, responses."""
+
+from __future__ import annotations
+
+import io
+from http import HTTPStatus
+
+import pytest
+
+from siftlib import wire
+from siftlib.wire import BadHead, RequestLine
+
+
+def test_a_request_line_splits_into_method_path_and_version() -> None:
+    assert wire.parse_request_line("POST //v2/search HTTP/1.0") == RequestLine(
+        "POST", "/v2/search", "HTTP/1.0", (1, 0)
+    )
+    assert wire.parse_request_line("  ") is None
+
+
+@pytest.mark.parametrize(
+    ("line", "status"),
+    [
+        ("GET /", HTTPStatus.BAD_REQUEST),
+        ("GET / HTTP/1.1 extra", HTTPStatus.BAD_REQUEST),
+        ("GET / HTTPS/1.1", HTTPStatus.BAD_REQUEST),
+        ("GET / HTTP/2.0", HTTPStatus.HTTP_VERSION_NOT_SUPPORTED),
+    ],
+)
+def test_a_malformed_request_line_is_a_bad_head(line: str, status: HTTPStatus) -> None:
+    with pytest.raises(BadHead) as caught:
+        wire.parse_request_line(line)
+    assert caught.value.status == status
+
+
+def test_fields_are_read_by_lowercased_name_up_to_the_blank_line() -> None:
+    rfile = io.BytesIO(b"Host: x\r\nX-A: 1\r\nx-a:  2 \n\r\nbody")
+    assert wire.read_fields(rfile) == {"host": ["x"], "x-a": ["1", "2"]}
+    assert rfile.read() == b"body"
+
+
+@pytest.mark.parametrize(
+    ("fields", "length"), [({"content-length": ["0"]}, 0), ({"content-length": [" 0012 "]}, 12)]
+)
+def test_a_body_length_is_one_content_length_of_digits(
+    fields: dict[str, list[str]], length: int
+) -> None:
+    assert wire.body_length(fields) == length
+
+
+@pytest.mark.parametrize(
+    ("fields", "status", "error"),
+    [
+        ({}, HTTPStatus.BAD_REQUEST, "bad request"),
+        ({"content-length": ["1", "1"]}, HTTPStatus.BAD_REQUEST, "bad request"),
+        ({"content-length": ["-1"]}, HTTPStatus.BAD_REQUEST, "bad request"),
+        ({"content-length": ["1"], "transfer-encoding": ["chunked"]}, 400, "bad request"),
+        ({"content-length": ["65537"]}, 413, "request body too large"),
+        ({"content-length": ["9" * 40]}, 413, "request body too large"),
+    ],
+)
+def test_a_missing_bad_or_too_large_length_is_refused(
+    fields: dict[str, list[str]], status: int, error: str
+) -> None:
+    with pytest.raises(BadHead) as caught:
+        wire.body_length(fields)
+    assert (caught.value.status, caught.value.error) == (status, error)
+
+
+def test_connection_close_follows_the_version_and_the_field() -> None:
+    assert not wire.connection_closes({}, (1, 1))
+    assert wire.connection_closes({"connection": ["Close"]}, (1, 1))
+    assert wire.connection_closes({}, (1, 0))
+    assert not wire.connection_closes({"connection": ["keep-alive"]}, (1, 0))
+
+
+def test_a_response_is_one_bytes_object_with_its_length_and_date() -> None:
+    data = wire.encode_json(
+        HTTPStatus.NOT_FOUND, {"error": "not found"}, {"Allow": "GET"}, server="sift/t", close=True
+    )
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert body == b'{"error": "not found"}\n'
+    lines = head.decode("latin-1").split("\r\n")
+    assert lines[0] == "HTTP/1.1 404 Not Found"
+    assert f"Content-Length: {len(body)}" in lines
+    assert f"Date: {wire.http_date()}" in lines
+    assert lines[-2:] == ["Allow: GET", "Connection: close"]
+    head_only = wire.encode_json(
+        HTTPStatus.OK, {}, {}, server="sift/t", close=False, head_only=True
+    )
+    assert head_only.endswith(b"\r\n\r\n")
+    assert b"Connection" not in head_only
+
+
+def test_the_date_is_an_rfc_9110_imf_fixdate() -> None:
+    assert wire.http_date(0) == "Thu, 01 Jan 1970 00:00:00 GMT"
+    assert wire.http_date(86400.7) == "Fri, 02 Jan 1970 00:00:00 GMT"
