@@ -16,6 +16,7 @@ COMMANDS = {
     "search": ("siftlib.commands.search", "one web search; prints the fused hits"),
     "serve": ("siftlib.commands.serve", "the HTTP gateway (native and Firecrawl-compatible API)"),
     "rerank-skills": ("siftlib.skills.command", "find the right agent skill in the local catalog"),
+    "mcp": ("siftlib.commands.mcp", "an MCP server on stdio: web_search and skill_search tools"),
     "bakeoff": ("siftlib.commands.bakeoff", "compare source configurations on real queries"),
     "blind": ("siftlib.commands.blind", "write blind judging packs for a bake-off run"),
 }

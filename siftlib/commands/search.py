@@ -23,6 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("query", help="what to search for")
     parser.add_argument("--k", type=int, metavar="N", help="number of results (1-50)")
     parser.add_argument("--json", action="store_true", help="print the native JSON envelope")
+    add_where_arguments(parser)
+
+
+def add_where_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare where searches run: `--server URL` or `--local` (and the test-only switch)."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--server", metavar="URL", help="search through this sift server")
     where.add_argument("--local", action="store_true", help="search in-process (the default)")

@@ -1,0 +1,82 @@
+"""`sift mcp` as a process: stdio wiring, stdout kept for the protocol, exit 0 at end of input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CATALOG = Path(__file__).resolve().parents[1] / "testdata" / "skills" / "catalog"
+SIFT = Path(sys.executable).parent / "sift"
+
+# A tool that prints: the print must land on stderr, never in the protocol stream.
+STRAY_PRINT = """
+import sys
+import siftlib.mcp.tools as tools
+search = tools.Toolbox.skill_search
+def noisy(self, arguments, cancel):
+    print("STRAY OUTPUT")
+    return search(self, arguments, cancel)
+tools.Toolbox.skill_search = noisy
+from siftlib.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def lines(*messages: object) -> bytes:
+    return b"".join(
+        (m if isinstance(m, bytes) else json.dumps(m).encode()) + b"\n" for m in messages
+    )
+
+
+def request(id: int, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params or {}}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "HOME": str(tmp_path), "SIFT_CONFIG": str(tmp_path / "absent.toml")}
+
+
+def test_a_session_over_stdio(env: dict[str, str], tmp_path: Path) -> None:
+    stdin = lines(
+        request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}),
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        request(2, "tools/list"),
+        b"not json at all",
+        request(3, "tools/call", {"name": "skill_search", "arguments": {"query": "pdf form"}}),
+    )
+    command = [sys.executable, "-c", STRAY_PRINT, "mcp", "--skills-dir", str(CATALOG)]
+    done = subprocess.run(
+        command, input=stdin, capture_output=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert all(answer["jsonrpc"] == "2.0" for answer in answers)
+    assert [answer["id"] for answer in answers] == [1, 2, None, 3]
+    assert answers[0]["result"]["serverInfo"]["name"] == "sift"
+    assert [tool["name"] for tool in answers[1]["result"]["tools"]] == [
+        "web_search",
+        "skill_search",
+    ]
+    assert answers[2]["error"]["code"] == -32700
+    assert answers[3]["result"]["structuredContent"]["results"][0]["name"] == "pdf-forms"
+    assert b"STRAY OUTPUT" in done.stderr
+    assert b"Traceback" not in done.stderr
+
+
+def test_end_of_input_at_once_exits_0_silently(env: dict[str, str], tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(SIFT), "mcp"], input=b"", capture_output=True, env=env, cwd=tmp_path, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, b"")
+
+
+def test_mcp_is_in_the_command_list() -> None:
+    done = subprocess.run([str(SIFT), "--help"], capture_output=True, text=True, timeout=60)
+    assert "  mcp " in done.stdout

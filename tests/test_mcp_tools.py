@@ -1,0 +1,301 @@
+"""The MCP tools over the real libraries: a pipeline on loopback fakes, a gateway, a catalog."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gatewaykit import FakeUpstream, gateway, write_config
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
+
+from siftlib.mcp.protocol import ArgumentError, Tool, ToolResult
+from siftlib.mcp.tools import SkillsPlace, Toolbox, Where, check_arguments
+
+CATALOG = Path(__file__).resolve().parents[1] / "testdata" / "skills" / "catalog"
+
+
+@pytest.fixture(autouse=True)
+def user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point `~` at an empty folder, so the developer's own skills never join a catalog."""
+    home = tmp_path_factory.mktemp("user-home")
+    monkeypatch.setenv("HOME", str(home))
+    return home
+
+
+def open_toolbox(
+    tmp_path: Path, *, config: Path | None = None, server: str | None = None
+) -> Toolbox:
+    config_path = config or tmp_path / "absent.toml"
+    return Toolbox(
+        Where(config=str(config_path), server=server, local=False, allow_private_upstreams=True),
+        skills=SkillsPlace(config_path=config_path, skills_dirs=(CATALOG,), cwd=tmp_path),
+    )
+
+
+@pytest.fixture
+def box(tmp_path: Path, searxng: FakeUpstream) -> Iterator[Toolbox]:
+    toolbox = open_toolbox(tmp_path, config=write_config(tmp_path, searxng=searxng.url))
+    yield toolbox
+    toolbox.close()
+
+
+def run(toolbox: Toolbox, name: str, arguments: dict[str, Any]) -> ToolResult:
+    tool = {tool.name: tool for tool in toolbox.tools()}[name]
+    return tool.run(tool.check(arguments), threading.Event())
+
+
+def test_the_tools_as_listed(box: Toolbox) -> None:
+    tools = {tool.name: tool.to_wire() for tool in box.tools()}
+    assert list(tools) == ["web_search", "skill_search"]
+    search = tools["web_search"]
+    assert search["title"] and search["description"]
+    assert search["inputSchema"]["additionalProperties"] is False
+    assert search["inputSchema"]["required"] == ["query"]
+    assert search["inputSchema"]["properties"]["query"] == {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 1500,
+        "description": "What to search for, as typed into a search engine.",
+    }
+    assert search["inputSchema"]["properties"]["limit"]["default"] == 8
+    assert search["outputSchema"]["type"] == "object"
+    assert search["annotations"] == {
+        "title": "Web search",
+        "readOnlyHint": True,
+        "openWorldHint": True,
+    }
+    skills = tools["skill_search"]
+    assert skills["inputSchema"]["properties"]["limit"] == {
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 10,
+        "default": 5,
+        "description": "How many skills to return at most.",
+    }
+    assert skills["annotations"]["openWorldHint"] is False
+    assert skills["annotations"]["readOnlyHint"] is True
+
+
+# web_search
+
+
+def test_web_search_runs_the_pipeline_in_process(box: Toolbox, searxng: FakeUpstream) -> None:
+    result = run(box, "web_search", {"query": "  sqlite   wal "})
+    assert result.is_error is False
+    structured = result.structured
+    assert structured is not None
+    assert structured["query"] == "  sqlite   wal "
+    assert structured["cached"] is False and structured["warnings"] == []
+    hits = structured["results"]
+    assert 0 < len(hits) <= 8
+    assert [hit["position"] for hit in hits] == list(range(1, len(hits) + 1))
+    assert {hit["source"] for hit in hits} == {"searxng"}
+    assert set(hits[0]) == {"position", "title", "url", "snippet", "source"}
+    assert result.text.startswith(f"1. {' '.join(hits[0]['title'].split())}\n   {hits[0]['url']}")
+    assert "{" not in result.text
+    assert searxng.calls[0].path.startswith("/search?q=sqlite+wal&format=json")
+
+    again = run(box, "web_search", {"query": "sqlite wal", "limit": 8})
+    assert again.structured is not None and again.structured["cached"] is True
+    assert again.structured["results"] == hits
+    assert again.text.endswith("(from sift's cache)")
+    assert len(searxng.calls) == 1
+
+
+def test_web_search_limit(box: Toolbox) -> None:
+    result = run(box, "web_search", {"query": "sqlite wal", "limit": 2})
+    assert result.structured is not None and len(result.structured["results"]) == 2
+
+
+def test_a_blank_query_is_a_tool_error(box: Toolbox) -> None:
+    result = run(box, "web_search", {"query": "   "})
+    assert result.is_error is True and result.structured is None
+    assert result.text == "Invalid query: the query is empty."
+
+
+def test_no_source_enabled_is_a_tool_error_naming_the_keys(tmp_path: Path) -> None:
+    toolbox = open_toolbox(tmp_path, config=write_config(tmp_path))
+    result = run(toolbox, "web_search", {"query": "x"})
+    assert result.is_error is True
+    assert "search.searxng.enabled" in result.text and str(tmp_path) in result.text
+    toolbox.close()
+
+
+def test_every_source_failing_is_a_tool_error_with_the_warnings(tmp_path: Path) -> None:
+    broken = FakeUpstream(b"{}", status=500)
+    toolbox = open_toolbox(tmp_path, config=write_config(tmp_path, searxng=broken.url))
+    try:
+        result = run(toolbox, "web_search", {"query": "x"})
+    finally:
+        toolbox.close()
+        broken.close()
+    assert result.is_error is True
+    assert result.text == "No search results: every source failed (searxng: 500)."
+
+
+def test_web_search_through_a_gateway(tmp_path: Path, searxng: FakeUpstream) -> None:
+    (tmp_path / "gw").mkdir()
+    with gateway(tmp_path / "gw", searxng=searxng.url) as gw:
+        toolbox = open_toolbox(tmp_path, server=gw.url)
+        result = run(toolbox, "web_search", {"query": "sqlite wal", "limit": 3})
+        toolbox.close()
+    assert result.structured is not None
+    assert [hit["position"] for hit in result.structured["results"]] == [1, 2, 3]
+    assert len(searxng.calls) == 1
+
+
+def test_client_toml_sends_searches_to_the_gateway(tmp_path: Path, searxng: FakeUpstream) -> None:
+    (tmp_path / "gw").mkdir()
+    with gateway(tmp_path / "gw", searxng=searxng.url, callers={"agent": "tok-1"}) as gw:
+        client_toml = Path(os.environ["XDG_CONFIG_HOME"]) / "sift" / "client.toml"
+        client_toml.parent.mkdir(parents=True, exist_ok=True)
+        client_toml.write_text(f'url = "{gw.url}"\ntoken = "tok-1"\n')
+        toolbox = open_toolbox(tmp_path)
+        result = run(toolbox, "web_search", {"query": "sqlite wal"})
+        toolbox.close()
+    assert result.is_error is False and len(searxng.calls) == 1
+
+
+def test_an_unreachable_gateway_says_to_fall_back(tmp_path: Path) -> None:
+    closed = FakeUpstream()
+    url = closed.url
+    closed.close()
+    toolbox = open_toolbox(tmp_path, server=url)
+    result = run(toolbox, "web_search", {"query": "x"})
+    toolbox.close()
+    assert result.is_error is True
+    assert result.text.endswith("Use your built-in web search instead.")
+    assert url in result.text
+
+
+# skill_search
+
+
+def test_skill_search_returns_the_keyword_result(box: Toolbox) -> None:
+    result = run(box, "skill_search", {"query": "fill pdf form", "limit": 2})
+    structured = result.structured
+    assert structured is not None
+    assert structured["query"] == "fill pdf form"
+    assert structured["mode"] == "keyword" and structured["selection"] == "matches"
+    names = [hit["name"] for hit in structured["results"]]
+    assert len(names) == 2 and names[0] == "pdf-forms"
+    first = structured["results"][0]
+    assert first["path"] == str(CATALOG / "pdf-forms" / "SKILL.md")
+    assert first["score"] > structured["results"][1]["score"] > 0
+    assert first["description"] and first["path"] in result.text
+    assert "{" not in result.text
+
+
+def test_no_fitting_skill_is_selection_none(box: Toolbox) -> None:
+    result = run(box, "skill_search", {"query": "qqqzzz"})
+    assert result.structured == {
+        "query": "qqqzzz",
+        "mode": "keyword",
+        "selection": "none",
+        "results": [],
+    }
+    assert result.text == "No matching skills found."
+
+
+def test_a_query_without_terms_is_a_tool_error(box: Toolbox) -> None:
+    result = run(box, "skill_search", {"query": "?!"})
+    assert result.is_error is True and "no search terms" in result.text
+
+
+def test_opted_in_reranking_opens_the_world_and_reorders(
+    tmp_path: Path, httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def answer(request: Request) -> Response:
+        candidates = request.get_json()["state"]["candidates"]
+        ids = {c["name"]: c["id"] for c in candidates}
+        probabilities = {c["id"]: 0.0 for c in candidates}
+        probabilities[ids["pdf"]] = 0.9
+        probabilities["none"] = 0.1
+        selection = {
+            "type": "choice",
+            "choice": ids["pdf"],
+            "confidence": 0.9,
+            "probabilities": probabilities,
+        }
+        body = {"model": "m", "answers": {"selection": selection}, "usage": {}}
+        return Response(json.dumps(body), content_type="application/json")
+
+    httpserver.expect_request("/v1/systemone", method="POST").respond_with_handler(answer)
+    monkeypatch.setenv("TYPESAFE_API_KEY", "ts-key")
+    monkeypatch.setenv("TYPESAFE_BASE_URL", httpserver.url_for("/"))
+    config = tmp_path / "config.toml"
+    config.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 5000\n")
+    toolbox = open_toolbox(tmp_path, config=config)
+    try:
+        tools = {tool.name: tool for tool in toolbox.tools()}
+        assert tools["skill_search"].annotations["openWorldHint"] is True
+        result = run(toolbox, "skill_search", {"query": "fill pdf form"})
+    finally:
+        toolbox.close()
+    assert result.structured is not None
+    assert result.structured["mode"] == "reranked"
+    assert [hit["name"] for hit in result.structured["results"]] == ["pdf"]
+    assert len(httpserver.log) == 1
+
+
+# Argument checks
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "url": {"type": "string"},
+        "format": {"type": "string", "enum": ["markdown", "text"], "default": "markdown"},
+        "main": {"type": "boolean", "default": True},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 20, "default": 8},
+    },
+    "required": ["url"],
+    "additionalProperties": False,
+}
+
+
+def test_defaults_are_filled_in() -> None:
+    assert check_arguments(SCHEMA, {"url": "u"}) == {
+        "url": "u",
+        "format": "markdown",
+        "main": True,
+        "limit": 8,
+    }
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (None, "they must be a JSON object"),
+        ([], "they must be a JSON object"),
+        ({}, "'url' is required"),
+        ({"url": "u", "extra": 1}, "unknown argument 'extra'"),
+        ({"url": 5}, "'url' must be a string"),
+        ({"url": "u", "limit": True}, "'limit' must be an integer"),
+        ({"url": "u", "limit": 2.0}, "'limit' must be an integer"),
+        ({"url": "u", "limit": 0}, "'limit' must be an integer from 1 to 20"),
+        ({"url": "u", "limit": 21}, "'limit' must be an integer from 1 to 20"),
+        ({"url": "u", "main": 1}, "'main' must be true or false"),
+        ({"url": "u", "format": "html"}, "'format' must be one of markdown, text"),
+    ],
+)
+def test_arguments_breaking_the_schema_are_refused(arguments: object, message: str) -> None:
+    with pytest.raises(ArgumentError, match=message):
+        check_arguments(SCHEMA, arguments)
+
+
+def test_every_listed_tool_checks_its_own_schema(box: Toolbox) -> None:
+    tool: Tool
+    for tool in box.tools():
+        with pytest.raises(ArgumentError):
+            tool.check({"query": ""})
+        assert (
+            tool.check({"query": "x"})["limit"]
+            == tool.input_schema["properties"]["limit"]["default"]
+        )
