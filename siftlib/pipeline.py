@@ -17,6 +17,11 @@ Decisions the spec leaves open:
   reservation (the provider may well have charged); a 2xx settles to the actual credits.
 - Without a store (library use and tests), nothing is cached and no cap applies.
 - `rerank = false` concatenates; `no_rerank` applies to fusion only.
+- A source call ends in a last `except Exception`: whatever an adapter or client raises that
+  no earlier clause names is that source's `bad response`, logged by exception type only
+  (its text may quote the upstream's body). The other sources' hits are kept.
+- A query that cannot be encoded as UTF-8 (a lone surrogate, which `json.loads` lets through
+  from both `"\\ud800"` and the raw bytes `ED A0 80`) is `invalid query`.
 """
 
 from __future__ import annotations
@@ -118,6 +123,11 @@ def normalise_query(query: object) -> str:
     if not isinstance(query, str):
         raise QueryError("invalid query: the query must be a string")
     text = " ".join(query.split())
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise QueryError("invalid query: the query is not valid Unicode text") from None
     if not text:
         raise QueryError("invalid query: the query is empty")
     if len(text) > MAX_QUERY_CHARS:
@@ -459,6 +469,9 @@ class Searcher:
             return SourceOutcome(name, failure="bad response")
         except httpx.HTTPError:
             return SourceOutcome(name, failure="connection failed")
+        except Exception as exc:  # a failing source is recorded, never raised
+            log.warning("%s: bad response (%s)", name, type(exc).__name__)
+            return SourceOutcome(name, failure="bad response")
         return SourceOutcome(name, hits=answer.hits, credits=answer.credits)
 
     def _finish(

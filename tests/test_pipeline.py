@@ -405,3 +405,83 @@ def test_uncapped_paid_credits_still_count_toward_the_daily_total(
         store.close()
     assert snapshot["search_daily_credits"] == {"source=brave_llm": 1, "source=tavily": 1}
     assert snapshot["search_capped"] == {"source=brave_llm": 0, "source=tavily": 0}
+
+
+NESTED = b"[" * 100_000 + b"]" * 100_000  # 200 KB: under the body cap, over the decoder's depth
+
+
+@pytest.mark.parametrize(
+    "tavily_body",
+    [
+        b'{"results": [], "usage": {"credits": 1e999}}',
+        b'{"results": [], "usage": {"credits": NaN}}',
+        b'{"results": [], "usage": {"credits": 1e30}}',
+        b'{"results": [], "usage": {"credits": ' + b"9" * 400 + b"}}",
+        b'{"results": [], "usage": {"credits": -1}}',
+        b'{"results": [], "usage": {"credits": "2"}}',
+        b'{"results": [{"url": "https://t.example/", "score": NaN}]}',
+        b'{"results": [{"url": "https://t.example/", "score": -Infinity}]}',
+        b'{"results": [{"url": "https://t.example/", "score": 1e999}]}',
+        b'{"results": [{"url": "https://t.example/", "score": 1' + b"0" * 400 + b"}]}",
+        NESTED,
+        b'{"results": ' + NESTED + b"}",
+    ],
+    ids=[
+        "credits-inf",
+        "credits-nan",
+        "credits-1e30",
+        "credits-huge-int",
+        "credits-negative",
+        "credits-string",
+        "score-nan",
+        "score-minus-infinity",
+        "score-inf",
+        "score-huge-int",
+        "nested-array",
+        "nested-results",
+    ],
+)
+def test_a_hostile_number_or_nesting_is_that_sources_bad_response(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher], tavily_body: bytes
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_data(
+        body("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+    )
+    httpserver.expect_request("/tavily", method="POST").respond_with_data(
+        tavily_body, content_type="application/json"
+    )
+    for rerank in (True, False):
+        response = make_searcher(sources=("searxng", "tavily")).search(
+            SearchRequest(query="sqlite wal mode", rerank=rerank, use_cache=False)
+        )
+        assert response.warnings == ["tavily: bad response"]
+        assert response.sources_ok == ["searxng"]
+        assert [h.source for h in response.results] == ["searxng"] * 4
+        # Strict JSON: a NaN or infinity anywhere in the answer would make this raise.
+        json.dumps(response.to_native(), allow_nan=False)
+
+
+def test_an_unforeseen_exception_in_a_source_is_a_bad_response_logged_by_type(
+    httpserver: HTTPServer,
+    make_searcher: Callable[..., Searcher],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    serve_all(httpserver)
+
+    def explode(self: object, body: bytes) -> object:
+        raise LookupError("tavily-secret quoted from the body")
+
+    monkeypatch.setattr("siftlib.sources.tavily.Tavily.parse", explode)
+    searcher = make_searcher(sources=("searxng", "tavily"))
+    with caplog.at_level("WARNING", logger="sift"):
+        response = searcher.search(SearchRequest(query="sqlite wal mode"))
+    assert response.warnings == ["tavily: bad response"]
+    assert response.sources_ok == ["searxng"]
+    assert "tavily: bad response (LookupError)" in caplog.text
+    assert "quoted" not in caplog.text
+
+
+def test_a_lone_surrogate_is_an_invalid_query(make_searcher: Callable[..., Searcher]) -> None:
+    with pytest.raises(QueryError, match="invalid query"):
+        make_searcher().search(SearchRequest(query="wal \ud800 mode"))

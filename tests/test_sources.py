@@ -142,3 +142,25 @@ def test_every_real_recorded_body_maps(name: str) -> None:
             assert len(answer.hits) == sum(isinstance(r.get("url"), str) for r in raw["results"])
             scores = [h.score for h in answer.hits]
             assert scores == sorted(scores, reverse=True)
+
+
+@pytest.mark.parametrize("name", ["searxng", "tavily"])
+def test_lone_surrogates_in_text_are_replaced_and_such_urls_dropped(name: str) -> None:
+    body = (
+        b'{"results": [{"url": "https://a.example/\\ud800", "title": "bad url"},'
+        b' {"url": "https://b.example/", "title": "A \\udfff title", "content": "x\xed\xa0\x80"}]}'
+    )
+    hits = SOURCES[name]("https://x").parse(body).hits
+    assert [(h.url, h.title, h.snippet) for h in hits] == [
+        ("https://b.example/", "A \ufffd title", "x\ufffd")
+    ]
+    for hit in hits:
+        json.dumps(hit.to_dict(), ensure_ascii=False).encode("utf-8")
+
+
+def test_brave_drops_urls_holding_lone_surrogates() -> None:
+    body = (
+        b'{"grounding": {"generic": [{"url": "https://a.example/\\ud800", "title": "x"}]},'
+        b' "sources": {"https://b.example/\\udc00": {"title": "y"}, "https://c.example/": {}}}'
+    )
+    assert [h.url for h in BraveLLM("https://b").parse(body).hits] == ["https://c.example/"]

@@ -2,11 +2,19 @@
 
 An adapter knows only its provider's wire format. Threads, deadlines, size limits, caps,
 merging and metrics belong to the pipeline that calls it.
+
+Hostile bodies are `BadResponse`, never another exception: `NaN`/`Infinity` (not JSON, though
+`json.loads` takes them), nesting too deep for the decoder (`RecursionError`), and a number
+sift uses that is not finite once decoded (`1e999` decodes to infinity) or is out of bounds.
+Lone surrogates in text (`"\\ud800"`) become U+FFFD, since a hit must encode as UTF-8; a URL
+holding one is not a URL, and its hit is dropped like one without a string URL.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -60,24 +68,58 @@ class Source:
 def load_object(body: bytes) -> dict[str, Any]:
     """Decode a JSON object, or raise `BadResponse`."""
     try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        value = json.loads(body, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise BadResponse("not JSON") from exc
     if not isinstance(value, dict):
         raise BadResponse("not a JSON object")
     return value
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_constant(name: str) -> float:
+    raise BadResponse(f"{name} is not JSON")
+
+
 def text(value: Any) -> str:
-    """Return `value` when it is a string, else the empty string."""
-    return value if isinstance(value, str) else ""
+    """Return `value` when it is a string (lone surrogates replaced), else the empty string."""
+    if not isinstance(value, str):
+        return ""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", value)
+    return value
+
+
+def is_url(value: Any) -> bool:
+    """Tell whether `value` can be a hit's URL: a string that encodes as UTF-8."""
+    if not isinstance(value, str):
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def number(value: Any) -> float:
-    """Return `value` as a float when it is a real number, else 0."""
+    """Return `value` as a float when it is a number, 0 when it is none; raise when not finite."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0.0
-    return float(value)
+    try:
+        result = float(value)
+    except OverflowError as exc:
+        raise BadResponse("a number out of range") from exc
+    if not math.isfinite(result):
+        raise BadResponse("a number that is not finite")
+    return result
 
 
 def map_results(data: dict[str, Any], source: str) -> list[Hit]:
@@ -94,5 +136,5 @@ def map_results(data: dict[str, Any], source: str) -> list[Hit]:
             source=source,
         )
         for item in results
-        if isinstance(item, dict) and isinstance(item.get("url"), str)
+        if isinstance(item, dict) and is_url(item.get("url"))
     ]

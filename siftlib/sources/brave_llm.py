@@ -15,7 +15,7 @@ import httpx
 
 from siftlib.canonical_url import canonical_url
 from siftlib.hits import Hit
-from siftlib.sources.base import Answer, BadResponse, Source, load_object, text
+from siftlib.sources.base import Answer, BadResponse, Source, is_url, load_object, text
 
 
 class BraveLLM(Source):
@@ -43,12 +43,12 @@ class BraveLLM(Source):
         hits = [
             Hit(item["url"], text(item.get("title")), _join(item.get("snippets")), 0.0, self.name)
             for item in (generic if isinstance(generic, list) else [])
-            if isinstance(item, dict) and isinstance(item.get("url"), str)
+            if isinstance(item, dict) and is_url(item.get("url"))
         ]
         seen = {canonical_url(hit.url) for hit in hits}
         sources = data.get("sources")
         for url, meta in (sources if isinstance(sources, dict) else {}).items():
-            if canonical_url(url) not in seen:
+            if is_url(url) and canonical_url(url) not in seen:
                 seen.add(canonical_url(url))
                 title = text(meta.get("title")) if isinstance(meta, dict) else ""
                 hits.append(Hit(url, title, "", 0.0, self.name))

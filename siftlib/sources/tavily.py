@@ -3,7 +3,9 @@
 Only `/search` is ever called (never `/extract`, `/crawl` or `/map`). The body asks for no
 answer, no raw content and no images, and for `usage` so credits can be metered; `answer`
 is never returned or stored even when Tavily sends one. Results are kept in Tavily's order
-(not re-sorted by score). An answer without `usage.credits` counts one credit.
+(not re-sorted by score). An answer without `usage.credits` counts one credit; credits
+that are not a number from 0 to `MAX_CREDITS` (a basic search costs 1, an advanced one 2)
+make the answer a `BadResponse`, so a hostile `1e30` never reaches the daily total.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import math
 
 import httpx
 
-from siftlib.sources.base import Answer, Source, load_object, map_results
+from siftlib.sources.base import Answer, BadResponse, Source, load_object, map_results, number
 
 MAX_RESULTS = 20
+MAX_CREDITS = 100
 
 
 def request_body(query: str, k: int) -> dict[str, object]:
@@ -54,6 +57,11 @@ def credits_used(data: dict[str, object]) -> int:
     """Return the credits an answer reports in `usage.credits`, or 1 when it reports none."""
     usage = data.get("usage")
     credits = usage.get("credits") if isinstance(usage, dict) else None
-    if isinstance(credits, bool) or not isinstance(credits, int | float) or credits < 0:
+    if credits is None:
         return 1
-    return math.ceil(credits)
+    if isinstance(credits, bool) or not isinstance(credits, int | float):
+        raise BadResponse("usage.credits is not a number")
+    spent = number(credits)
+    if not 0 <= spent <= MAX_CREDITS:
+        raise BadResponse("usage.credits is out of bounds")
+    return math.ceil(spent)
