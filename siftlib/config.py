@@ -63,6 +63,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         return {}
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from exc
 

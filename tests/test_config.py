@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from siftlib.config import (
     resolve_config_path,
 )
 from siftlib.errors import ConfigError
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def write(tmp_path: Path, text: str) -> str:
@@ -147,6 +151,49 @@ def test_userinfo_password_never_echoed(tmp_path: Path) -> None:
 def test_invalid_toml_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(write(tmp_path, "[search\n"))
+
+
+NOT_UTF8 = b"[search]\nk = 5 # caf\xe9\n"
+
+
+def run_sift(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(REPO / "sift.py"), *args],
+        input=stdin.decode(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["search", "wal", "--local"],
+        ["serve"],
+        ["bakeoff", "run", "--queries", "q", "--targets", "t", "--out", "o"],
+    ],
+    ids=["search", "serve", "bakeoff"],
+)
+def test_a_config_that_is_not_utf8_is_a_config_error_exit_2(
+    tmp_path: Path, command: list[str]
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_bytes(NOT_UTF8)
+    done = run_sift(*command, "--config", str(path))
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert f"{path}: not valid UTF-8" in done.stderr
+
+
+def test_a_client_config_that_is_not_utf8_is_a_config_error_exit_2() -> None:
+    client_toml = resolve_config_path(None).parent / "client.toml"
+    client_toml.parent.mkdir(parents=True, exist_ok=True)
+    client_toml.write_bytes(b'url = "http://127.0.0.1:9" # caf\xe9\n')
+    done = run_sift("search", "wal")
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2
+    assert f"{client_toml}: not valid UTF-8" in done.stderr
 
 
 def test_skill_search_table_is_passed_through_raw(tmp_path: Path) -> None:
