@@ -10,6 +10,13 @@ Within a root, a folder holding `SKILL.md` is one skill; other folders are searc
 order, skipping hidden ones and `node_modules` (as agents do). The first skill of a name wins;
 later ones are reported as shadowed. Skills with `disable-model-invocation: true` are left out.
 
+A root is resolved once (a symlinked `~/.claude/skills` is fine), but nothing inside it is
+followed out of it: a folder or `SKILL.md` whose real path lies outside the root's is skipped
+with a diagnostic, so a link to `/` cannot walk the filesystem or pick up another process's
+`/proc/<pid>/cwd/SKILL.md` (whose name and description reranking would send to the provider).
+Skills are expected a level or two down, so a walk stops `MAX_DEPTH` folders below the root
+and after `MAX_FOLDERS` folders per root, each with one diagnostic.
+
 Only the frontmatter is read, line by line up to its closing `---` (at most 64 KiB): a skill's
 body is never loaded. The frontmatter is the YAML subset agent skills use: top-level
 `key: value` pairs whose values may be plain, single- or double-quoted, or `|`/`>` block
@@ -34,6 +41,8 @@ from typing import NamedTuple
 WORD = re.compile(r"[^\W_]+")
 MAX_FRONTMATTER_BYTES = 64 * 1024
 MAX_DESCRIPTION_CHARS = 1024
+MAX_DEPTH = 6
+MAX_FOLDERS = 5000
 _NAME = re.compile(r"[a-z0-9-]{1,64}")
 _KEY = re.compile(r"""("[^"\\]*"|'[^']*'|[A-Za-z0-9_][A-Za-z0-9_.-]*)[ \t]*:(?:[ \t]+(.*))?""")
 _DOUBLE_RUN = re.compile(r'[^"\\\n]+')
@@ -122,7 +131,7 @@ def discover(*, skills_dirs: Sequence[Path] = (), cwd: Path, home: Path | None =
 
     winners: dict[str, tuple[Skill, bool]] = {}
     for root in roots:
-        for folder in _skill_folders(root):
+        for folder in _skill_folders(root, diagnostics):
             loaded = _load(folder, diagnostics)
             if loaded is None:
                 continue
@@ -151,20 +160,32 @@ def _by_name(skill: Skill) -> str:
     return skill.name
 
 
-def _skill_folders(root: Path) -> Iterator[Path]:
-    """Yield the skill folders under `root` in name order, following symlinks without looping."""
+def _skill_folders(root: Path, diagnostics: list[str]) -> Iterator[Path]:
+    """Yield the skill folders under `root` in name order, never leaving it through a symlink."""
+    inside = os.path.join(os.path.realpath(root), "")
     seen: set[str] = set()
-    stack = [root]
+    stack = [(root, 0)]
+    too_deep = False
     while stack:
-        folder = stack.pop()
-        if os.path.isfile(folder / "SKILL.md"):
-            yield folder
+        folder, depth = stack.pop()
+        real = os.path.realpath(folder)
+        if not os.path.join(real, "").startswith(inside):
+            diagnostics.append(f"{folder}: leads outside the skills root {root}; not followed")
+            continue
+        if real in seen:
+            continue
+        seen.add(real)
+        if len(seen) > MAX_FOLDERS:
+            diagnostics.append(f"{root}: over {MAX_FOLDERS} folders; the rest are not searched")
+            return
+        skill_file = folder / "SKILL.md"
+        if os.path.isfile(skill_file):
+            if os.path.realpath(skill_file).startswith(inside):
+                yield folder
+            else:
+                diagnostics.append(f"{skill_file}: leads outside the skills root {root}; not read")
             continue
         try:
-            real = os.path.realpath(folder)
-            if real in seen:
-                continue
-            seen.add(real)
             with os.scandir(folder) as entries:
                 subfolders = [
                     e.name
@@ -173,7 +194,12 @@ def _skill_folders(root: Path) -> Iterator[Path]:
                 ]
         except OSError:
             continue
-        stack.extend(folder / name for name in sorted(subfolders, reverse=True))
+        if subfolders and depth == MAX_DEPTH:
+            if not too_deep:
+                too_deep = True
+                diagnostics.append(f"{root}: folders over {MAX_DEPTH} levels deep are not searched")
+            continue
+        stack.extend((folder / name, depth + 1) for name in sorted(subfolders, reverse=True))
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:

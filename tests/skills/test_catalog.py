@@ -434,3 +434,60 @@ def test_real_catalog(real_catalog_json: Path, real_skills_dir: Path, tmp_path: 
             " over the 1024 expected",
         ]
     )
+
+
+# --- symlinks and bounds ---------------------------------------------------------------------
+
+
+def test_a_symlink_out_of_the_root_is_not_followed(
+    write_skill: Callable[..., Path], tmp_path: Path
+) -> None:
+    root, elsewhere = tmp_path / "skills", tmp_path / "elsewhere"
+    write_skill(root, "mine", "name: mine", "description: d")
+    write_skill(elsewhere, "theirs", "name: theirs", "description: d")
+    (root / "to-root-fs").symlink_to("/")
+    (root / "to-elsewhere").symlink_to(elsewhere)
+    (root / "skill-link").symlink_to(elsewhere / "theirs")
+    (root / "file-link").mkdir()
+    (root / "file-link" / "SKILL.md").symlink_to(elsewhere / "theirs" / "SKILL.md")
+    catalog = discover(skills_dirs=[root], cwd=tmp_path)
+    assert names(catalog) == ["mine"]
+    assert sorted(catalog.diagnostics) == [
+        f"{root / 'file-link' / 'SKILL.md'}: leads outside the skills root {root}; not read",
+        f"{root / 'skill-link'}: leads outside the skills root {root}; not followed",
+        f"{root / 'to-elsewhere'}: leads outside the skills root {root}; not followed",
+        f"{root / 'to-root-fs'}: leads outside the skills root {root}; not followed",
+    ]
+
+
+def test_a_symlinked_root_and_links_inside_it_are_followed(
+    write_skill: Callable[..., Path], tmp_path: Path
+) -> None:
+    real = tmp_path / "dotfiles" / "skills"
+    write_skill(real, "group/one", "name: one", "description: d")
+    (real / "alias").symlink_to(real / "group")
+    (tmp_path / "root").symlink_to(real)
+    catalog = discover(skills_dirs=[tmp_path / "root"], cwd=tmp_path)
+    assert names(catalog) == ["one"] and catalog.diagnostics == ()
+
+
+def test_the_walk_is_bounded_in_depth(
+    write_skill: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("siftlib.skills.catalog.MAX_DEPTH", 2)
+    write_skill(tmp_path, "a/shallow", "name: shallow", "description: d")
+    write_skill(tmp_path, "a/b/deep", "name: deep", "description: d")
+    catalog = discover(skills_dirs=[tmp_path], cwd=tmp_path)
+    assert names(catalog) == ["shallow"]
+    assert catalog.diagnostics == (f"{tmp_path}: folders over 2 levels deep are not searched",)
+
+
+def test_the_walk_is_bounded_in_folders(
+    write_skill: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("siftlib.skills.catalog.MAX_FOLDERS", 3)
+    for name in ("a", "b", "c", "d"):
+        write_skill(tmp_path, name, f"name: {name}", "description: d")
+    catalog = discover(skills_dirs=[tmp_path], cwd=tmp_path)
+    assert names(catalog) == ["a", "b"]  # the root itself is the first folder
+    assert catalog.diagnostics == (f"{tmp_path}: over 3 folders; the rest are not searched",)
