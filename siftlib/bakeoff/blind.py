@@ -3,8 +3,9 @@
 Each configuration that ran gets a pack letter (A, B, …) from a shuffle drawn from OS
 randomness (`secrets.SystemRandom`). A pack holds, per query, only each hit's rank, URL,
 title and snippet — no scores, sources, warnings, latencies or credits — so nothing in it
-names the configuration. The key mapping letters back, `key/key.json`, is created with mode
-0600 inside a 0700 directory. A line skipped at the credit ceiling appears as an empty list.
+names the configuration. The key mapping letters back is `key/key.json`; like every file
+of the run directory it is 0600 inside 0700 directories, whatever the umask. A line skipped
+at the credit ceiling appears as an empty list.
 
 Safe from cron: every run holds an exclusive `flock` on `RUN_DIR/.blind.lock`, so a second run
 waits for the first, then finds the material and writes nothing. No existing file is ever
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from siftlib.bakeoff import BakeoffError
-from siftlib.bakeoff.rundir import Run, dump_json, read_run
+from siftlib.bakeoff.rundir import Run, dump_json, make_private_dir, open_private, read_run
 
 PACKS = "packs"
 KEY_DIR = "key"
@@ -65,11 +66,11 @@ def write_missing(run: Run, *, rng: random.Random) -> list[Path]:
         configs = list(run.ran)
         rng.shuffle(configs)
         key = dict(zip(string.ascii_uppercase, configs, strict=False))
-        (run.path / KEY_DIR).mkdir(mode=0o700, exist_ok=True)
-        _create(key_path, dump_json(key), private=True)
+        make_private_dir(run.path / KEY_DIR)
+        _create(key_path, dump_json(key))
         written.append(key_path)
 
-    packs_dir.mkdir(exist_ok=True)
+    make_private_dir(packs_dir)
     for letter, config in key.items():
         pack_path = packs_dir / f"{letter}.json"
         if not pack_path.exists():
@@ -120,14 +121,11 @@ def read_key(run_dir: Path, ran: list[str]) -> dict[str, str]:
     return {letter: str(key[letter]) for letter in letters}
 
 
-def _create(path: Path, text: str, *, private: bool = False) -> None:
+def _create(path: Path, text: str) -> None:
     """Write a new file whole, never replacing one: temporary name, then a hard link."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            if private:
-                os.fchmod(f.fileno(), 0o600)  # exactly owner read/write, whatever the umask
+        with open_private(temporary, newline="") as f:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())

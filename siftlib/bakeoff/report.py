@@ -11,6 +11,7 @@ from fractions import Fraction
 from html import escape
 from pathlib import Path
 
+from siftlib.bakeoff.rundir import write_private
 from siftlib.bakeoff.score import ConfigScore, Scoreboard
 
 RULE = (
@@ -205,6 +206,6 @@ tr.winner td {{ background: #ebf8ff; font-weight: bold; }}
 def write_reports(board: Scoreboard) -> tuple[Path, Path]:
     """Write report.md and report.html into the run directory; return their paths."""
     md, html = board.run_dir / "report.md", board.run_dir / "report.html"
-    md.write_text(render_markdown(board), encoding="utf-8")
-    html.write_text(render_html(board), encoding="utf-8")
+    write_private(md, render_markdown(board))
+    write_private(html, render_html(board))
     return md, html

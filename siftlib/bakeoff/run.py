@@ -35,7 +35,17 @@ from typing import Any
 
 from siftlib import __version__
 from siftlib.bakeoff import CONFIGS, BakeoffError
-from siftlib.bakeoff.rundir import META, QUERIES, RESULTS, TARGETS, Line, dump_json
+from siftlib.bakeoff.rundir import (
+    META,
+    QUERIES,
+    RESULTS,
+    TARGETS,
+    Line,
+    dump_json,
+    make_private_dir,
+    open_private,
+    write_private,
+)
 from siftlib.bakeoff.score import parse_target
 from siftlib.config import PAID_SOURCES
 from siftlib.errors import NoResultsError, QueryError
@@ -112,18 +122,18 @@ def run_bakeoff(
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Run every query through every configuration that can run; write RUN_DIR; return meta."""
-    out.mkdir(parents=True, exist_ok=True)
+    make_private_dir(out)
     for name in (RESULTS, META):
         if (out / name).exists():
             raise BakeoffError(f"{out / name} exists: choose a new --out directory for a new run")
     date = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     reasons = {config: why_not(searcher, config) for config in CONFIGS}
     runnable = [config for config, why in reasons.items() if why is None]
-    (out / QUERIES).write_text("".join(f"{q}\n" for q in plan.queries), encoding="utf-8")
-    (out / TARGETS).write_text("".join(f"{t}\n" for t in plan.targets), encoding="utf-8")
+    write_private(out / QUERIES, "".join(f"{q}\n" for q in plan.queries))
+    write_private(out / TARGETS, "".join(f"{t}\n" for t in plan.targets))
 
     spent, ceiling = 0, False
-    with (out / RESULTS).open("x", encoding="utf-8") as results:
+    with open_private(out / RESULTS, exclusive=True) as results:
         for index, query in enumerate(plan.queries):
             for number, config in enumerate(runnable, 1):
                 if progress is not None:
@@ -144,7 +154,7 @@ def run_bakeoff(
         "sift_version": __version__,
         "configs": {config: {"ran": why is None, "reason": why} for config, why in reasons.items()},
     }
-    (out / META).write_text(dump_json(meta), encoding="utf-8")
+    write_private(out / META, dump_json(meta))
     if not runnable:
         raise BakeoffError(
             f"no configuration can run ({'; '.join(sorted(set(filter(None, reasons.values()))))}); "

@@ -5,14 +5,20 @@ RUN_DIR/meta.json       date, k, sift version, which configurations ran (written
                         so a run cut short has no meta.json and is refused downstream)
 RUN_DIR/queries.txt     the query set and targets as run, so scoring needs no other input
 RUN_DIR/targets.txt
+
+A run directory is private to its operator whatever the umask: directories 0700, files 0600.
+`results.jsonl` maps configurations to hits, so whoever can read it can recover the blind
+key; and a writable run directory would let anyone swap packs or judgments. The judge works
+from a copy of `packs/` and `judgments.csv` (bakeoff/BAKEOFF.md).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from siftlib.bakeoff import BakeoffError
 
@@ -20,6 +26,30 @@ RESULTS = "results.jsonl"
 META = "meta.json"
 QUERIES = "queries.txt"
 TARGETS = "targets.txt"
+
+
+def make_private_dir(path: Path) -> None:
+    """Create `path` (and missing parents) owner-only, or make an existing one so."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+
+
+def open_private(path: Path, *, exclusive: bool = False, newline: str | None = None) -> IO[str]:
+    """Open `path` for writing as an owner-only (0600) UTF-8 file, whatever the umask."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_TRUNC
+        return os.fdopen(fd, "w", encoding="utf-8", newline=newline)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `path` whole as an owner-only (0600) UTF-8 file."""
+    with open_private(path) as f:
+        f.write(text)
 
 
 def dump_json(value: Any) -> str:

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
 from fractions import Fraction
 from pathlib import Path
 
@@ -187,3 +189,34 @@ def test_full_cycle_scores_what_was_computed_by_hand(finished_run, capsys):
     assert cells[2:] == ["75.0% (3/4)", "66.7% (2/3)", "0.00", "1.00", "200 ms", "400 ms", "4", "0"]
     html = (finished_run / "report.html").read_text()
     assert "<svg" in html and "searxng+brave ★" in html
+
+
+def test_every_file_of_a_run_is_private_whatever_the_umask(tmp_path, providers, open_searcher):
+    config = write_config(tmp_path, providers)
+    queries, targets = write_inputs(tmp_path, QUERIES, TARGETS)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o777)
+    (run_dir / "queries.txt").write_text("left from an earlier attempt\n")
+    old = os.umask(0)
+    try:
+        os.chmod(run_dir, 0o777)
+        os.chmod(run_dir / "queries.txt", 0o666)
+        run_bakeoff(
+            open_searcher(config),
+            read_query_set(queries, targets),
+            out=run_dir,
+            k=3,
+            clock=clock_for_run(),
+        )
+        assert main(["blind", str(run_dir)]) == 0
+        judge(run_dir)
+        assert main(["bakeoff", "score", str(run_dir)]) == 0
+    finally:
+        os.umask(old)
+    modes = {
+        str(path.relative_to(tmp_path)): stat.S_IMODE(path.stat().st_mode)
+        for path in [run_dir, *run_dir.rglob("*")]
+    }
+    assert {name for name, mode in modes.items() if mode & 0o077} == set()
+    assert {modes[name] for name in modes if (tmp_path / name).is_dir()} == {0o700}
+    assert "run/report.html" in modes and "run/packs/A.json" in modes
