@@ -46,6 +46,10 @@ Decisions:
   the next cap operation on that source and day that reaches it. (Which ledger holds a
   reservation is inferred from its size, so a settle racing the end of a fault may book a
   credit in the other one.) `sweep` and `daily_credits` never raise either.
+- Files: the directories sift creates for the file are 0700 and a new file is 0600 (SQLite
+  gives its `-wal` and `-shm` the file's mode), whatever the umask, so no other local user
+  can read the cache or swap `cache.db`. An existing directory or file keeps the mode its
+  owner gave it.
 - Schema: `PRAGMA user_version`; `_MIGRATIONS[n]` takes version n to n + 1 inside one
   `BEGIN IMMEDIATE`, so two processes starting together migrate once.
 """
@@ -56,6 +60,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections import OrderedDict, defaultdict
@@ -367,7 +372,9 @@ class _NewerSchema(Exception):
 def open_store(path: Path) -> SQLiteStore:
     """Open (creating it and its schema if needed) the store file; never raises."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_private_dirs(path.parent)
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         if path.exists() and not path.stat().st_mode & 0o222:
             return _faulted(path, "the database file is read-only")
         conn = _connect(path)
@@ -378,6 +385,18 @@ def open_store(path: Path) -> SQLiteStore:
     with contextlib.suppress(StoreError):
         store._run(lambda db: None)
     return store
+
+
+def _make_private_dirs(folder: Path) -> None:
+    """Create `folder` and its missing parents as 0700 (mkdir's mode is under the umask)."""
+    missing = []
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for created in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            created.mkdir(mode=0o700)
+            os.chmod(created, 0o700)
 
 
 def _connect(path: Path) -> sqlite3.Connection:

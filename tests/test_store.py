@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -621,3 +623,28 @@ def test_concurrent_lookups_and_a_close_raise_nothing_but_store_errors(
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+# --- file modes ------------------------------------------------------------------------------
+
+
+def test_state_directories_and_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    kept = tmp_path / "shared"
+    kept.mkdir()
+    kept.chmod(0o755)
+    path = kept / "state" / "sift" / "cache.db"
+    old = os.umask(0)
+    try:
+        opened = open_store(path)
+        opened.cache_put(key(), HITS, now=NOW, ttl=3600)
+    finally:
+        os.umask(old)
+    try:
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (kept, *kept.rglob("*"))}
+    finally:
+        opened.close()
+    assert modes.pop("shared") == 0o755  # a directory sift did not create keeps its mode
+    assert modes.pop("state") == modes.pop("sift") == 0o700
+    assert modes.pop("cache.db") == 0o600
+    assert modes.pop("cache.db-wal") == 0o600  # SQLite gives it the file's mode
+    assert set(modes.values()) <= {0o600}
