@@ -1,13 +1,23 @@
-"""Shared fixtures: a scrubbed environment, so no developer setting leaks into a test."""
+"""Shared fixtures: a scrubbed environment, so no developer setting leaks into a test.
+
+Tests of real recorded data take the `realdata` fixture: `../shared/realdata` beside the
+clone (or `$SIFT_REALDATA`, read at start), skipped with the reason when it is absent. Such
+tests carry the `realdata` marker, so `pytest -m realdata` runs exactly them.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from gatewaykit import FakeUpstream, fixture_bytes
 from pytest_httpserver import HTTPServer
+
+REALDATA = Path(
+    os.environ.get("SIFT_REALDATA") or Path(__file__).resolve().parents[2] / "shared" / "realdata"
+)
 
 _PREFIXES = (
     "SIFT_",
@@ -62,3 +72,18 @@ def tavily() -> Iterator[FakeUpstream]:
     fake = FakeUpstream(fixture_bytes("tavily/wal-usage-unsorted.json"))
     yield fake
     fake.close()
+
+
+@pytest.fixture
+def realdata() -> Path:
+    """The real recorded provider data; the test is skipped when it is absent."""
+    if not REALDATA.is_dir():
+        pytest.skip(f"no real data at {REALDATA} (../shared/realdata beside the clone)")
+    return REALDATA
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that reads the real data `realdata`."""
+    for item in items:
+        if "realdata" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.realdata)

@@ -13,7 +13,6 @@ from siftlib.sources.searxng import SearXNG
 from siftlib.sources.tavily import Tavily
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
-REALDATA = Path(__file__).resolve().parents[2] / "shared" / "realdata"
 REAL_DIRS = {"searxng": "searxng", "brave_llm": "brave", "tavily": "tavily"}
 
 
@@ -126,9 +125,9 @@ def test_query_caps() -> None:
 
 
 @pytest.mark.parametrize("name", ["searxng", "brave_llm", "tavily"])
-def test_every_real_recorded_body_maps(name: str) -> None:
-    files = sorted((REALDATA / REAL_DIRS[name]).glob("*.json"))
-    assert files, f"no real data found under {REALDATA}"
+def test_every_real_recorded_body_maps(name: str, realdata: Path) -> None:
+    files = sorted((realdata / REAL_DIRS[name]).glob("*.json"))
+    assert files, f"no real data found under {realdata}"
     for path in files:
         raw = json.loads(path.read_bytes())
         answer = SOURCES[name]("https://x").parse(path.read_bytes())
