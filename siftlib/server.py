@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING, Any
 from siftlib import __version__, api, wire
 from siftlib.api import ROUTES, Rejected
 from siftlib.errors import ConfigError, NoResultsError, QueryError
+from siftlib.metrics import visible_to
 from siftlib.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -375,7 +376,9 @@ class Handler(BaseHTTPRequestHandler):
             if caller is None:
                 raise Rejected(HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token")
             if route == "/metrics":
-                self._send_json(HTTPStatus.OK, server.searcher.metrics_snapshot())
+                snapshot = server.searcher.metrics_snapshot()
+                answer = visible_to(snapshot, viewer=caller, restricted=server.restricted)
+                self._send_json(HTTPStatus.OK, answer)
             elif route == "/v1/search":
                 request = api.native_request(
                     self._read_body(), caller=caller, default_k=server.default_k

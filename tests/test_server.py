@@ -793,6 +793,45 @@ def test_restricted_callers_never_share_cache_entries_with_the_fleet(
     assert len(searxng.calls) == 2
 
 
+def test_metrics_show_a_restricted_callers_work_only_to_itself(
+    tmp_path: Path, searxng: FakeUpstream, tavily: FakeUpstream
+) -> None:
+    callers = {"ops": "tok-ops", "vault": "tok-vault", "cellar": "tok-cellar"}
+    restricted = ("vault", "cellar")
+    with gateway(
+        tmp_path,
+        searxng=searxng.url,
+        tavily=tavily.url + "/search",
+        callers=callers,
+        restricted=restricted,
+    ) as gw:
+        for token, query in [("tok-vault", "a"), ("tok-vault", "b"), ("tok-cellar", "c")]:
+            assert call(gw.url, "POST", "/v1/search", {"query": query}, token=token).status == 200
+        assert call(gw.url, "POST", "/v1/search", {"query": "d"}, token="tok-ops").status == 200
+        seen = {name: call(gw.url, "GET", "/metrics", token=f"tok-{name}").json for name in callers}
+    assert seen["ops"]["search_queries"] == {
+        "caller=ops,source=searxng": 1,
+        "caller=ops,source=tavily": 1,
+        "caller=restricted": 6,
+    }
+    assert seen["ops"]["search_credits"] == {"caller=ops,source=tavily": 1, "caller=restricted": 3}
+    assert "vault" not in json.dumps(seen["ops"]) and "cellar" not in json.dumps(seen["ops"])
+    assert seen["vault"]["search_queries"] == {
+        "caller=ops,source=searxng": 1,
+        "caller=ops,source=tavily": 1,
+        "caller=restricted": 2,
+        "caller=vault,source=searxng": 2,
+        "caller=vault,source=tavily": 2,
+    }
+    assert "cellar" not in json.dumps(seen["vault"])
+    assert seen["cellar"]["search_credits"] == {
+        "caller=cellar,source=tavily": 1,
+        "caller=ops,source=tavily": 1,
+        "caller=restricted": 2,
+    }
+    assert seen["ops"]["search_cache_miss"] == 4
+
+
 def test_a_token_that_is_not_ascii_is_refused_cleanly(gw: Gateway, searxng: FakeUpstream) -> None:
     body = b'{"query": "sqlite"}'
     raw = raw_exchange(
