@@ -1,7 +1,8 @@
 """The `sift` command: dispatch to a subcommand module before importing it.
 
 Each subcommand module offers `add_arguments(parser)` and `run(args) -> int`. Only the
-chosen module is imported, so `sift search` never pays for the server or the bake-off.
+chosen module is imported, so `sift search` never pays for the server or the bake-off. A
+two-word name (`rerank-skills eval`) is a command of its own, chosen by its first two words.
 """
 
 from __future__ import annotations
@@ -15,14 +16,21 @@ from siftlib import __version__
 COMMANDS = {
     "search": ("siftlib.commands.search", "one web search; prints the fused hits"),
     "serve": ("siftlib.commands.serve", "the HTTP gateway (native and Firecrawl-compatible API)"),
-    "rerank-skills": ("siftlib.skills.command", "find the right agent skill in the local catalog"),
+    "rerank-skills": (
+        "siftlib.commands.rerank_skills",
+        "find the right agent skill in the local catalog",
+    ),
+    "rerank-skills eval": (
+        "siftlib.commands.rerank_skills_eval",
+        "measure skill search on labelled queries",
+    ),
     "mcp": ("siftlib.commands.mcp", "an MCP server on stdio: web_search and skill_search tools"),
     "bakeoff": ("siftlib.commands.bakeoff", "compare source configurations on real queries"),
     "blind": ("siftlib.commands.blind", "write blind judging packs for a bake-off run"),
 }
 
 USAGE = "usage: sift [--version] <command> [<args>]\n\ncommands:\n" + "".join(
-    f"  {name:<15}{summary}\n" for name, (_, summary) in COMMANDS.items()
+    f"  {name:<20}{summary}\n" for name, (_, summary) in COMMANDS.items()
 )
 
 
@@ -36,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sift {__version__}")
         return 0
     name = argv[0]
-    if name not in COMMANDS:
+    if len(argv) > 1 and f"{name} {argv[1]}" in COMMANDS:
+        name, argv = f"{name} {argv[1]}", argv[1:]
+    if name not in COMMANDS or " " in argv[0]:
         sys.stderr.write(f"sift: unknown command {name!r}\n\n{USAGE}")
         return 2
     module_name, summary = COMMANDS[name]

@@ -41,7 +41,7 @@ from siftlib.mcp.protocol import ArgumentError, Tool, ToolResult
 
 if TYPE_CHECKING:
     from siftlib.pipeline import Searcher
-    from siftlib.skills.command import Session
+    from siftlib.skills.session import Session
 
 log = logging.getLogger("sift.mcp")
 
@@ -225,7 +225,7 @@ class Toolbox:
 
     def skill_search(self, arguments: dict[str, Any], cancel: threading.Event) -> ToolResult:
         """Run `skill_search`: the keyword baseline, reranked when the user opted in."""
-        from siftlib.skills.command import render_text
+        from siftlib.skills.answer import render_text
         from siftlib.skills.keyword import keyword_scores
 
         query, limit = arguments["query"], arguments["limit"]
@@ -277,7 +277,7 @@ class Toolbox:
         """Return the skill session, reading config and catalog on first use."""
         with self._lock:
             if self._session is None:
-                from siftlib.skills.command import Session
+                from siftlib.skills.session import Session
 
                 place = self.skills_place
                 self._session, diagnostics = Session.open(

@@ -8,7 +8,10 @@ shortlist   the bounded outbound request (or the reason none may be sent)
 provider    the TypeSafe System One wire format
 decide      validation of the provider's answer and the accept/no-match/uncertain gates
 cache       the session cache of gated outcomes
-rerank      the opted-in reranker: deadline, cancellation, cache, observers
-eval        `sift rerank-skills eval`
-command     `sift rerank-skills` and its `--stdio` session
+rerank      the opted-in System One reranker: deadline, cancellation, cache, observers
+answer      the tool-result shape: the agent's text and its JSON twin
+session     a search session over one snapshot, and the `--stdio` loop
+eval        accuracy per mode on labelled queries
+
+The commands are `siftlib.commands.rerank_skills` and `siftlib.commands.rerank_skills_eval`.
 """

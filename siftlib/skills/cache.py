@@ -1,6 +1,6 @@
 """The session cache of gated rerank outcomes (skills.md §8).
 
-Memory only, one per `Reranker` (so per session and per key/config). Entries are outcomes
+Memory only, one per `SystemOneReranker` (so per session and per key/config). Entries are outcomes
 (decision plus shortlist indexes), independent of `limit`; the caller rebuilds results from
 its current catalog. LRU at `max_entries`; each entry expires `ttl_ms` after insertion on an
 injected monotonic clock, and a hit does not extend it. `max_entries == 0` or `ttl_ms == 0`

@@ -1,6 +1,10 @@
-"""`sift rerank-skills eval`: selection and no-match accuracy on labelled queries (skills.md §9).
+"""Selection and no-match accuracy on labelled queries (skills.md §9), per search mode.
 
-    sift rerank-skills eval --fixtures testdata/skills/eval/queries.jsonl [--max-requests N]
+    catalog = choose_catalog(fixtures_path, skills_dirs=[], cwd=Path.cwd())
+    fixtures = load_fixtures(fixtures_path, catalog)
+    print(render_report(catalog, fixtures, 5, evaluate_modes(catalog, fixtures, ...)))
+
+The command is `sift rerank-skills eval` (`siftlib.commands.rerank_skills_eval`).
 
 The fixtures file holds one `{"query": "…", "expect": "<skill name>" | null}` object per line.
 The catalog is the `--skills-dir` folders, or else the `catalog/` folder beside the fixtures
@@ -19,11 +23,9 @@ reranked run stops before the search that could exceed it, and says so.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,17 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from siftlib.config import resolve_config_path
 from siftlib.skills.catalog import Catalog, discover
-from siftlib.skills.consent import api_key, load_settings
-from siftlib.skills.keyword import (
-    DEFAULT_LIMIT,
-    ToolError,
-    check_limit,
-    keyword_search,
-    query_terms,
+from siftlib.skills.consent import RerankSettings, api_key
+from siftlib.skills.keyword import ToolError, keyword_search, query_terms
+from siftlib.skills.rerank import (
+    Attempt,
+    AttemptEvent,
+    Observer,
+    SearchObservation,
+    SystemOneReranker,
 )
-from siftlib.skills.rerank import Attempt, AttemptEvent, Observer, Reranker, SearchObservation
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def evaluate(
     fixtures: Sequence[Fixture],
     *,
     limit: int,
-    rerank: Callable[[Sequence[Observer]], Reranker] | None = None,
+    rerank: Callable[[Sequence[Observer]], SystemOneReranker] | None = None,
     max_requests: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> ModeReport:
@@ -177,7 +178,7 @@ def _run_fixtures(
     catalog: Catalog,
     fixtures: Sequence[Fixture],
     limit: int,
-    reranker: Reranker | None,
+    reranker: SystemOneReranker | None,
     max_requests: int | None,
     clock: Callable[[], float],
 ) -> None:
@@ -215,42 +216,32 @@ class _Observer:
         report.output_tokens += event.output_tokens or 0
 
 
-def run_eval(args: argparse.Namespace) -> int:
-    """Run `sift rerank-skills eval` and print its report."""
-    try:
-        if len(args.query) > 1:
-            raise ToolError("eval takes no query; use --fixtures FILE")
-        if not args.fixtures:
-            raise ToolError("eval needs --fixtures FILE")
-        fixtures_path = Path(args.fixtures)
-        limit = _integer(args.limit, "--limit", DEFAULT_LIMIT)
-        check_limit(limit)
-        max_requests = None
-        if args.max_requests is not None:
-            max_requests = _integer(args.max_requests, "--max-requests", 0)
-        cwd = Path(os.path.abspath(args.cwd or os.getcwd()))
-        beside = fixtures_path.parent / "catalog"
-        if args.skills_dir:
-            catalog = load_catalog([Path(d) for d in args.skills_dir])
-        elif beside.is_dir():
-            catalog = load_catalog([beside])
-        else:
-            catalog = discover(cwd=cwd)  # the catalog a search from --cwd would use
-        fixtures = load_fixtures(fixtures_path, catalog)
-    except ToolError as exc:
-        return _error(args, str(exc))
-    for diagnostic in catalog.diagnostics:
-        sys.stderr.write(f"sift rerank-skills eval: {diagnostic}\n")
-    settings, diagnostics = load_settings(resolve_config_path(args.config), cwd=cwd)
-    for diagnostic in diagnostics:
-        sys.stderr.write(f"sift rerank-skills eval: {diagnostic}\n")
+def choose_catalog(fixtures_path: Path, skills_dirs: Sequence[Path], cwd: Path) -> Catalog:
+    """Return the catalog to evaluate on: `skills_dirs`, else `catalog/` beside the fixtures."""
+    beside = fixtures_path.parent / "catalog"
+    if skills_dirs:
+        return load_catalog(skills_dirs)
+    if beside.is_dir():
+        return load_catalog([beside])
+    return discover(cwd=cwd)  # the catalog a search from cwd would use
+
+
+def evaluate_modes(
+    catalog: Catalog,
+    fixtures: Sequence[Fixture],
+    *,
+    limit: int,
+    settings: RerankSettings,
+    max_requests: int | None = None,
+) -> list[ModeReport]:
+    """Run the keyword mode and, when opted in with a key set, the reranked mode."""
     reports = [evaluate("keyword", catalog, fixtures, limit=limit)]
     key = api_key(settings)
     if settings.enabled and key:
-        opted_in, secret = settings, key
+        secret = key
 
-        def rerank(observers: Sequence[Observer]) -> Reranker:
-            return Reranker(opted_in, secret, observers=observers)
+        def rerank(observers: Sequence[Observer]) -> SystemOneReranker:
+            return SystemOneReranker(settings, secret, observers=observers)
 
         reports.append(
             evaluate(
@@ -262,11 +253,7 @@ def run_eval(args: argparse.Namespace) -> int:
                 max_requests=max_requests,
             )
         )
-    if args.json:
-        print(json.dumps(report_json(catalog, fixtures, limit, reports)))
-    else:
-        print(render_report(catalog, fixtures, limit, reports))
-    return 0
+    return reports
 
 
 def report_json(
@@ -326,20 +313,3 @@ def _percent(value: float | None) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
-
-
-def _integer(text: str | None, option: str, default: int) -> int:
-    if text is None:
-        return default
-    stripped = text.strip()
-    if not stripped.isdigit() or not stripped.isascii():
-        raise ToolError(f"{option} must be a non-negative integer")
-    return int(stripped)
-
-
-def _error(args: argparse.Namespace, message: str) -> int:
-    if args.json:
-        print(json.dumps({"error": message}))
-    else:
-        sys.stderr.write(f"sift rerank-skills eval: {message}\n")
-    return 2

@@ -1,22 +1,22 @@
 """Opted-in reranking of the keyword result through System One (skills.md §6–§9).
 
-`Reranker.search` takes the keyword baseline the caller already computed and returns either a
-validated, gated reranked result or that baseline, unchanged. No provider call is made for an
-empty catalog, an exact skill name, a closed session, a request the shortlist refuses or an
-envelope that is too big; a cache hit makes none either.
+`SystemOneReranker.search` takes the keyword baseline the caller already computed and returns
+either a validated, gated reranked result or that baseline, unchanged. No provider call is made
+for an empty catalog, an exact skill name, a closed session, a request the shortlist refuses or
+an envelope that is too big; a cache hit makes none either.
 
 The call runs in a worker thread so the caller can stop waiting at the end-to-end deadline
 (`timeout_ms` from the moment `search` is entered: client setup, request, reading and parsing
 included) or when its `cancel` event is set; either aborts the call, whose connection closes.
 A search works on its own immutable catalog snapshot. Every change of catalog (paths included)
 clears the cache and starts a new generation, as does `close`; an answer for an older generation
-is discarded. A new config or key means a new `Reranker` (and so an empty cache).
+is discarded. A new config or key means a new `SystemOneReranker` (and so an empty cache).
 
 Observers receive `Attempt` events and one `SearchObservation` per search: enums, catalog
 indexes and validated token counts only, never text, paths or keys. A raising observer is
 ignored.
 
-    reranker = Reranker(settings, key)
+    reranker = SystemOneReranker(settings, key)
     result = reranker.search(catalog, query, limit, keyword_search(catalog, query, limit))
     reranker.close()
 """
@@ -144,7 +144,7 @@ class _Trail:
     output_tokens: int | None = None
 
 
-class Reranker:
+class SystemOneReranker:
     """Opted-in reranking for one session: lazy provider client, session cache, observers."""
 
     def __init__(

@@ -2,8 +2,8 @@
 
 A fake System One on 127.0.0.1 answers at once with a fixed, valid answer. Side by side, in
 one interleaved loop: the provider's own time (measured inside the fake), a bare httpx POST
-of the same body on a fresh connection (what any client pays), and `Reranker.search` with the
-cache off (keyword baseline computed first, as the command does). Target: the search adds
+of the same body on a fresh connection (what any client pays), and `SystemOneReranker.search`
+with the cache off (keyword baseline computed first, as the command does). Target: the search adds
 under 5 ms over the provider's own time. Then `sift rerank-skills eval`'s keyword-mode
 figures on the fixture set: the baseline any reranker must beat.
 """
@@ -28,7 +28,7 @@ from siftlib.skills.consent import RerankSettings  # noqa: E402
 from siftlib.skills.eval import evaluate, load_catalog, load_fixtures  # noqa: E402
 from siftlib.skills.keyword import keyword_search  # noqa: E402
 from siftlib.skills.provider import build_body  # noqa: E402
-from siftlib.skills.rerank import Reranker, SearchObservation  # noqa: E402
+from siftlib.skills.rerank import SearchObservation, SystemOneReranker  # noqa: E402
 from siftlib.skills.shortlist import OutboundRequest, build_request  # noqa: E402
 
 FIXTURES = REPO / "testdata" / "skills" / "eval" / "queries.jsonl"
@@ -96,7 +96,7 @@ def main() -> int:
     url = f"http://127.0.0.1:{server.server_address[1]}"
 
     decisions: list[str] = []
-    reranker = Reranker(
+    reranker = SystemOneReranker(
         settings,
         "bench-key",
         base_url=url,
@@ -136,7 +136,7 @@ def main() -> int:
     for label, values in (
         ("provider's own time", provider),
         ("bare httpx POST", posted),
-        ("Reranker.search", searched),
+        ("SystemOneReranker.search", searched),
     ):
         print(f"  {label:<24} p50 {ms(values, 0.5):6.3f} ms  p90 {ms(values, 0.9):6.3f} ms")
     verdict = "met" if added < TARGET_MS else "MISSED"

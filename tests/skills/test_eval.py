@@ -195,12 +195,19 @@ class TestSmallFixtures:
             [],
             ["--fixtures", "missing.jsonl"],
             ["--fixtures", "x", "--max-requests", "-1"],
-            ["stray-query", "--fixtures", "x"],
         ],
     )
     def test_bad_arguments(self, argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["rerank-skills", "eval", *argv]) == 2
         assert "sift rerank-skills eval:" in capsys.readouterr().err
+
+    def test_a_stray_query_is_refused_by_the_parser(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as exited:
+            main(["rerank-skills", "eval", "stray-query", "--fixtures", "x"])
+        assert exited.value.code == 2
+        assert "sift rerank-skills eval: error: unrecognized arguments" in capsys.readouterr().err
 
     def test_percentiles_are_nearest_rank(self) -> None:
         report = ModeReport("keyword", latencies_ms=[float(v) for v in range(10, 0, -1)])

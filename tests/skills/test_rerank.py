@@ -1,4 +1,4 @@
-"""The Reranker against a fake System One on 127.0.0.1: every rule of skills.md §6–§9."""
+"""The SystemOneReranker against a fake System One on 127.0.0.1: every rule of skills.md §6–§9."""
 
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from siftlib.skills.rerank import (
     Attempt,
     AttemptEvent,
     CacheState,
-    Reranker,
     SearchObservation,
     ShortlistKind,
+    SystemOneReranker,
 )
 
 from .systemone_fake import FakeSystemOne, catalog_of, fitted, ranked, serve
@@ -74,7 +74,7 @@ def catalog(tmp_path: Path) -> Catalog:
 
 
 class Session:
-    """A Reranker wired to the fake, with a recorder and a controllable clock."""
+    """A SystemOneReranker wired to the fake, with a recorder and a controllable clock."""
 
     def __init__(self, fake: FakeSystemOne, **settings: Any) -> None:
         self.fake = fake
@@ -82,7 +82,7 @@ class Session:
         self.recorder = Recorder()
         settings.setdefault("timeout_ms", 5000)  # generous unless a test is about the deadline
         self.settings = RerankSettings(enabled=True, **settings)
-        self.reranker = Reranker(
+        self.reranker = SystemOneReranker(
             self.settings, KEY, base_url=fake.url, clock=self.clock, observers=[self.recorder]
         )
 
@@ -356,7 +356,9 @@ class TestFailures:
     def test_unreachable_provider(self, catalog: Catalog) -> None:
         from .systemone_fake import free_port_refusing
 
-        reranker = Reranker(RerankSettings(enabled=True), KEY, base_url=free_port_refusing())
+        reranker = SystemOneReranker(
+            RerankSettings(enabled=True), KEY, base_url=free_port_refusing()
+        )
         baseline = keyword_search(catalog, QUERY, 5)
         assert reranker.search(catalog, QUERY, 5, baseline) is baseline
 
@@ -551,8 +553,8 @@ class TestCache:
         first.search(catalog)
         assert len(fake.requests) == 1
         for reranker in (
-            Reranker(first.settings, "another-key", base_url=fake.url),
-            Reranker(RerankSettings(enabled=True, min_margin=0.2), KEY, base_url=fake.url),
+            SystemOneReranker(first.settings, "another-key", base_url=fake.url),
+            SystemOneReranker(RerankSettings(enabled=True, min_margin=0.2), KEY, base_url=fake.url),
         ):
             reranker.search(catalog, QUERY, 5, keyword_search(catalog, QUERY, 5))
         assert len(fake.requests) == 3
@@ -650,7 +652,7 @@ class TestObservers:
             raise RuntimeError("observer bug")
 
         fake.handler = ranked(EXAMPLE, 0.05)
-        reranker = Reranker(
+        reranker = SystemOneReranker(
             RerankSettings(enabled=True), KEY, base_url=fake.url, observers=[broken]
         )
         result = reranker.search(catalog, QUERY, 5, keyword_search(catalog, QUERY, 5))
@@ -661,13 +663,13 @@ class TestObservers:
     ) -> None:
         monkeypatch.setenv("TYPESAFE_BASE_URL", fake.url)
         fake.handler = ranked(EXAMPLE, 0.05)
-        reranker = Reranker(RerankSettings(enabled=True), KEY)
+        reranker = SystemOneReranker(RerankSettings(enabled=True), KEY)
         result = reranker.search(catalog, QUERY, 5, keyword_search(catalog, QUERY, 5))
         assert result.total == 3 and len(fake.requests) == 1
 
 
 class TestCommandWiring:
-    """`sift rerank-skills` builds the Reranker only with consent and a key."""
+    """`sift rerank-skills` builds the SystemOneReranker only with consent and a key."""
 
     def write_skills(self, root: Path) -> Path:
         for name, description in SKILLS.items():
@@ -732,7 +734,8 @@ class TestCommandWiring:
         import io
         import os
 
-        from siftlib.skills.command import Session, serve_stdio
+        from siftlib.commands.rerank_skills import warn
+        from siftlib.skills.session import Session, serve_stdio
 
         monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
         monkeypatch.setenv("TYPESAFE_BASE_URL", fake.url)
@@ -747,7 +750,9 @@ class TestCommandWiring:
             return Session.open(config_path=config, skills_dirs=[skills], cwd=tmp_path)
 
         with os.fdopen(read_end, "rb") as stdin:
-            runner = threading.Thread(target=serve_stdio, args=(open_session, stdin, stdout))
+            runner = threading.Thread(
+                target=serve_stdio, args=(open_session, stdin, stdout), kwargs={"warn": warn}
+            )
             runner.start()
             started = time.monotonic()
             with os.fdopen(write_end, "wb") as feed:  # closing it is the session's EOF

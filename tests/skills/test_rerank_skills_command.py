@@ -16,10 +16,12 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from siftlib.cli import main
+from siftlib.commands.rerank_skills import warn
+from siftlib.skills.answer import render_json
 from siftlib.skills.catalog import Catalog
-from siftlib.skills.command import Session, Snapshot, render_json, serve_stdio
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.keyword import SkillResult, ToolError, keyword_search
+from siftlib.skills.session import Session, Snapshot, serve_stdio
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "ts-secret-key-0123456789"
@@ -509,7 +511,10 @@ def test_stdio_answers_concurrently_in_request_order(fixture_catalog: Catalog) -
     queries = ["pdf", "test", *[f"q{n} and" for n in range(40)]]
     stdin = io.BytesIO("".join(json.dumps({"query": q}) + "\n" for q in queries).encode())
     stdout = io.StringIO()
-    assert serve_stdio(lambda: (Session(snapshot, reranker=reranker), []), stdin, stdout) == 0
+    assert (
+        serve_stdio(lambda: (Session(snapshot, reranker=reranker), []), stdin, stdout, warn=warn)
+        == 0
+    )
     answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
     assert len(answers) == len(queries) and len(threads) >= 2
     assert [m["name"] for m in answers[0]["details"]["matches"]] == ["pdf-forms", "pdf"]
@@ -531,7 +536,7 @@ def test_reload_closes_the_previous_session(fixture_catalog: Catalog) -> None:
 
     stdin = io.BytesIO(b'{"query": "pdf"}\n{"op": "reload"}\n{"query": "pdf"}\n')
     stdout = io.StringIO()
-    serve_stdio(open_session, stdin, stdout)
+    serve_stdio(open_session, stdin, stdout, warn=warn)
     assert len(opened) == 2
     assert [len(r.calls) for r in opened] == [1, 1]
     assert [r.closed for r in opened] == [1, 1]
@@ -572,16 +577,26 @@ def test_stdio_in_a_real_process(catalog_dir: Path, tmp_path: Path, user_home: P
             assert answer["details"]["total"] == 5
 
 
-# --- eval hand-off --------------------------------------------------------------------------
+# --- eval is a command of its own -------------------------------------------------------------
 
 
-def test_eval_is_handed_to_the_eval_module(
+def test_eval_is_handed_to_its_own_command(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from siftlib.commands import rerank_skills_eval
+
     seen: list[Any] = []
-    module = types.ModuleType("siftlib.skills.eval")
-    module.run_eval = lambda args: seen.append(args) or 7  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "siftlib.skills.eval", module)
+    monkeypatch.setattr(rerank_skills_eval, "run", lambda args: seen.append(args) or 7)
     code, _, _ = run(capsys, "eval", "--fixtures", "f.jsonl", "--max-requests", "3")
     assert code == 7
     assert seen[0].fixtures == "f.jsonl" and seen[0].max_requests == "3"
+
+
+@pytest.mark.parametrize("option", ["--fixtures", "--max-requests"])
+def test_eval_options_are_refused_on_a_search(
+    capsys: pytest.CaptureFixture[str], option: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["rerank-skills", "pdf form", option, "3"])
+    assert exited.value.code == 2
+    assert f"unrecognized arguments: {option} 3" in capsys.readouterr().err

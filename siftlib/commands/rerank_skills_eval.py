@@ -1,0 +1,98 @@
+"""`sift rerank-skills eval`: accuracy of each skill-search mode on labelled queries (§9).
+
+Exit codes: 0 report printed, 2 bad arguments or fixtures (`{"error": …}` under `--json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from siftlib.config import resolve_config_path
+from siftlib.skills.consent import load_settings
+from siftlib.skills.eval import (
+    choose_catalog,
+    evaluate_modes,
+    load_fixtures,
+    render_report,
+    report_json,
+)
+from siftlib.skills.keyword import DEFAULT_LIMIT, ToolError, check_limit
+
+EXAMPLE = (
+    "example: sift rerank-skills eval --fixtures testdata/skills/eval/queries.jsonl"
+    " --max-requests 40"
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of `sift rerank-skills eval`."""
+    parser.epilog = EXAMPLE
+    parser.add_argument(
+        "--fixtures", metavar="FILE", help='labelled queries: {"query", "expect"} per line'
+    )
+    parser.add_argument("--max-requests", metavar="N", help="ceiling on provider requests")
+    parser.add_argument("--limit", metavar="N", help="matches per search, 1-20 (default 5)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--skills-dir",
+        metavar="DIR",
+        action="append",
+        default=[],
+        help="the catalog's folders (default: catalog/ beside the fixtures)",
+    )
+    parser.add_argument("--cwd", metavar="DIR", help="project folder (default: working directory)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every labelled query in each mode and print the report."""
+    try:
+        if not args.fixtures:
+            raise ToolError("eval needs --fixtures FILE")
+        fixtures_path = Path(args.fixtures)
+        limit = check_limit(_integer(args.limit, "--limit", DEFAULT_LIMIT))
+        max_requests = None
+        if args.max_requests is not None:
+            max_requests = _integer(args.max_requests, "--max-requests", 0)
+        cwd = Path(os.path.abspath(args.cwd or os.getcwd()))
+        skills_dirs = [Path(d) for d in args.skills_dir]
+        catalog = choose_catalog(fixtures_path, skills_dirs, cwd)
+        fixtures = load_fixtures(fixtures_path, catalog)
+    except ToolError as exc:
+        return _error(args, str(exc))
+    _warn(catalog.diagnostics)
+    settings, diagnostics = load_settings(resolve_config_path(args.config), cwd=cwd)
+    _warn(diagnostics)
+    reports = evaluate_modes(
+        catalog, fixtures, limit=limit, settings=settings, max_requests=max_requests
+    )
+    if args.json:
+        print(json.dumps(report_json(catalog, fixtures, limit, reports)))
+    else:
+        print(render_report(catalog, fixtures, limit, reports))
+    return 0
+
+
+def _integer(text: str | None, option: str, default: int) -> int:
+    if text is None:
+        return default
+    stripped = text.strip()
+    if not stripped.isdigit() or not stripped.isascii():
+        raise ToolError(f"{option} must be a non-negative integer")
+    return int(stripped)
+
+
+def _warn(diagnostics: list[str] | tuple[str, ...]) -> None:
+    for diagnostic in diagnostics:
+        sys.stderr.write(f"sift rerank-skills eval: {diagnostic}\n")
+
+
+def _error(args: argparse.Namespace, message: str) -> int:
+    if args.json:
+        print(json.dumps({"error": message}))
+    else:
+        sys.stderr.write(f"sift rerank-skills eval: {message}\n")
+    return 2

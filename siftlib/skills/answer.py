@@ -1,0 +1,53 @@
+"""The tool-result shape of a skill search (skills.md §1): the agent's text and its JSON twin.
+
+print(render_text(result))             # "Found 3 matching skills, showing the best 2. …"
+json.dumps(render_json(result))        # {"content": [...], "details": {"matches", "total"}}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from siftlib.skills.keyword import SkillResult
+
+NO_MATCH_TEXT = "No matching skills found."
+
+
+def render_text(result: SkillResult) -> str:
+    """Return the result as text for an agent: each match, where it is and what to read."""
+    if not result.matches:
+        return NO_MATCH_TEXT
+    shown = len(result.matches)
+    lines = [
+        f"Found {result.total} matching skill{'s' if result.total != 1 else ''}"
+        + (f", showing the best {shown}" if shown < result.total else "")
+        + ". Read the SKILL.md of the skill that fits before using it;"
+        " relative paths inside it resolve against its base directory."
+    ]
+    for number, skill in enumerate(result.matches, 1):
+        lines += [
+            "",
+            f"{number}. {skill.name}: {skill.description}",
+            f"   Read: {skill.file_path}",
+            f"   Base directory: {skill.base_dir}",
+        ]
+    return "\n".join(lines)
+
+
+def render_json(result: SkillResult) -> dict[str, Any]:
+    """Return the result in the tool-result shape of spec §1."""
+    return {
+        "content": [{"type": "text", "text": render_text(result)}],
+        "details": {
+            "matches": [
+                {
+                    "name": skill.name,
+                    "description": skill.description,
+                    "filePath": str(skill.file_path),
+                    "baseDir": str(skill.base_dir),
+                }
+                for skill in result.matches
+            ],
+            "total": result.total,
+        },
+    }

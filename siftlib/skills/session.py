@@ -1,0 +1,182 @@
+"""A skill-search session: one immutable snapshot searched, and the `--stdio` loop around it.
+
+A `Session` holds a `Snapshot` (catalog, reranking settings, API key) taken at start and at
+each `{"op": "reload"}`. Its `search` returns the keyword result, or, once a `Reranker` is
+plugged in and the user has opted in with a key set, whatever the reranker decides from that
+keyword baseline. In `serve_stdio`, requests are answered concurrently by a small thread pool;
+answers are written whole, one per line, in request order (the lines carry no IDs, so order
+is how a client pairs them). A bad line gets an `{"error": …}` line and the session goes on.
+
+    session, diagnostics = Session.open(config_path=path, skills_dirs=[], cwd=Path.cwd())
+    result = session.search("fill in a pdf form", 5)
+    session.close()
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Protocol
+
+from siftlib.skills.answer import render_json
+from siftlib.skills.catalog import Catalog, discover
+from siftlib.skills.consent import RerankSettings, api_key, load_settings
+from siftlib.skills.keyword import (
+    DEFAULT_LIMIT,
+    SkillResult,
+    ToolError,
+    check_limit,
+    keyword_search,
+)
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What one session searches with: fixed at session start and replaced on reload."""
+
+    catalog: Catalog
+    settings: RerankSettings
+    key: str | None = field(default=None, repr=False)
+
+
+class Reranker(Protocol):
+    """Reorders the keyword baseline (spec §6–§8), or returns it unchanged."""
+
+    def search(
+        self, catalog: Catalog, query: str, limit: int, baseline: SkillResult
+    ) -> SkillResult: ...
+
+    def close(self) -> None: ...
+
+
+class Session:
+    """A search session over one immutable snapshot."""
+
+    def __init__(self, snapshot: Snapshot, *, reranker: Reranker | None = None) -> None:
+        self.snapshot = snapshot
+        self.reranker = reranker
+
+    @classmethod
+    def open(
+        cls,
+        *,
+        config_path: Path,
+        skills_dirs: Sequence[Path],
+        cwd: Path,
+        home: Path | None = None,
+    ) -> tuple[Session, list[str]]:
+        """Read config and catalog; return the new session and its diagnostics."""
+        settings, diagnostics = load_settings(config_path, cwd=cwd)
+        catalog = discover(skills_dirs=skills_dirs, cwd=cwd, home=home)
+        catalog.texts  # noqa: B018 - build the search index now, not in the first search
+        snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings))
+        reranker = None
+        if settings.enabled and snapshot.key:
+            # Imported only when opted in; the provider client itself is created lazily.
+            from siftlib.skills.rerank import SystemOneReranker
+
+            reranker = SystemOneReranker(settings, snapshot.key)
+        return cls(snapshot, reranker=reranker), [*catalog.diagnostics, *diagnostics]
+
+    def search(self, query: str, limit: int) -> SkillResult:
+        """Return the result for `query`: keyword order unless the reranker decides."""
+        baseline = keyword_search(self.snapshot.catalog, query, limit)
+        snapshot = self.snapshot
+        if self.reranker is not None and snapshot.settings.enabled and snapshot.key:
+            return self.reranker.search(snapshot.catalog, query, limit, baseline)
+        return baseline
+
+    def close(self) -> None:
+        """End the session: outstanding reranking work is aborted."""
+        if self.reranker is not None:
+            self.reranker.close()
+
+
+def serve_stdio(
+    open_session: Callable[[], tuple[Session, list[str]]],
+    stdin: IO[bytes],
+    stdout: IO[str],
+    *,
+    warn: Callable[[Sequence[str]], None],
+) -> int:
+    """Answer JSON request lines until EOF; each answer is one whole line, in request order."""
+    # Imported here: one-shot searches never pay for the thread pool.
+    import queue
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    session, diagnostics = open_session()
+    warn(diagnostics)
+    answers: queue.Queue[Future[dict[str, Any]] | None] = queue.Queue()
+
+    def write_answers() -> None:
+        while (answer := answers.get()) is not None:
+            stdout.write(json.dumps(answer.result()) + "\n")
+            stdout.flush()
+
+    writer = threading.Thread(target=write_answers, name="rerank-skills-writer", daemon=True)
+    writer.start()
+    try:
+        with ThreadPoolExecutor(_WORKERS, thread_name_prefix="rerank-skills") as pool:
+            for raw in stdin:
+                if not raw.strip():
+                    continue
+                try:
+                    request = _parse_request(raw)
+                except ToolError as exc:
+                    answers.put(_done({"error": str(exc)}))
+                    continue
+                if request is None:
+                    previous, (session, diagnostics) = session, open_session()
+                    previous.close()
+                    warn(diagnostics)
+                    answers.put(_done({"ok": True}))
+                else:
+                    answers.put(pool.submit(_answer, session, *request))
+    finally:
+        answers.put(None)
+        writer.join()
+        session.close()
+    return 0
+
+
+def _parse_request(raw: bytes) -> tuple[str, int] | None:
+    """Return a line's (query, limit), or None for a reload; raise `ToolError` if it is bad."""
+    try:
+        request = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ToolError("each line must be one JSON object in UTF-8") from None
+    if not isinstance(request, dict):
+        raise ToolError("each line must be one JSON object in UTF-8")
+    if "op" in request:
+        if request["op"] != "reload":
+            raise ToolError('the only op is "reload"')
+        return None
+    query = request.get("query")
+    if not isinstance(query, str):
+        raise ToolError('a request needs a "query" string (or "op": "reload")')
+    return query, check_limit(request.get("limit", DEFAULT_LIMIT))
+
+
+def _answer(session: Session, query: str, limit: int) -> dict[str, Any]:
+    try:
+        return render_json(session.search(query, limit))
+    except ToolError as exc:
+        return {"error": str(exc)}
+    except Exception as exc:  # one failed answer must not end the session
+        return {"error": f"search failed ({type(exc).__name__})"}
+
+
+def _done(answer: dict[str, Any]) -> Future[dict[str, Any]]:
+    from concurrent.futures import Future
+
+    future: Future[dict[str, Any]] = Future()
+    future.set_result(answer)
+    return future
