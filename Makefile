@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 CONTRACT_STAMP := $(VENV)/.installed-contract
+# The official MCP SDK, one venv per line (2.x and Hermes 0.19.0's 1.26.0 cannot share one).
+MCP_SDK_2 := mcp==2.3.0
+MCP_SDK_1 := mcp==1.26.0
+MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
 
 .PHONY: install test lint bench clean serve contract demo
 
@@ -18,6 +22,11 @@ $(STAMP): pyproject.toml
 $(CONTRACT_STAMP): pyproject.toml $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,contract]'
 	touch $(CONTRACT_STAMP)
+
+.venv-mcp%/.installed: pyproject.toml
+	test -x .venv-mcp$*/bin/python || $(PYTHON) -m venv .venv-mcp$*
+	.venv-mcp$*/bin/python -m pip install -q -e . '$(MCP_SDK_$*)' 'pytest>=8' 'pytest-httpserver>=1.0'
+	touch $@
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -34,13 +43,16 @@ bench: install
 serve: install
 	$(BIN)/sift serve
 
-# Real-client contracts: the Firecrawl SDK and the Hermes agent against /v2/search.
-contract: $(CONTRACT_STAMP)
+# Real-client contracts: the Firecrawl SDK and the Hermes agent against /v2/search; the MCP
+# SDK (2.x in its three modes, 1.26.0 as Hermes uses it) driving `sift mcp` over stdio.
+contract: $(CONTRACT_STAMP) $(MCP_STAMPS)
 	$(BIN)/python -m pytest -q -m contract tests/contract
+	.venv-mcp2/bin/python -m pytest -q -m contract tests/contract/mcp_clients
+	.venv-mcp1/bin/python -m pytest -q -m contract tests/contract/mcp_clients
 
 # Loopback fakes serving testdata/'s recorded fixtures, a gateway on them, two searches.
 demo: $(CONTRACT_STAMP)
 	$(BIN)/python testdata/demo/demo.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .pytest_cache .mypy_cache .ruff_cache
