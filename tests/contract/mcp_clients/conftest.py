@@ -9,18 +9,16 @@ skill catalog.
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
 
 import pytest
-from gatewaykit import FakeUpstream, fixture_bytes, write_config
+from gatewaykit import fixture_bytes, write_config
+
+from .kit import CATALOG, SIFT, GatedSearxng, Setup
 
 try:
     SDK = version("mcp")
@@ -29,28 +27,6 @@ except PackageNotFoundError:
 
 WRITTEN_FOR = {"test_sdk2.py": SDK.startswith("2."), "test_sdk126.py": SDK == "1.26.0"}
 collect_ignore = [module for module, wanted in WRITTEN_FOR.items() if not wanted]
-
-REPO = Path(__file__).resolve().parents[3]
-CATALOG = REPO / "testdata" / "skills" / "catalog"
-SIFT = str(Path(sys.executable).parent / "sift")
-
-
-@dataclass
-class Setup:
-    """What a contract test starts `sift mcp` with, and the fakes behind it."""
-
-    command: str
-    args: list[str]
-    env: dict[str, str]
-    searxng: GatedSearxng
-    gate: threading.Event
-
-    def launch(self, *, garbage: bool = False) -> tuple[str, list[str]]:
-        """Return the command and arguments; with `garbage`, junk lines go to stdin first."""
-        if not garbage:
-            return self.command, self.args
-        script = '{ printf \'not json\\n[1,2]\\n\\377\\n{}\\n\'; cat; } | exec "$0" "$@"'
-        return "sh", ["-c", script, self.command, *self.args]
 
 
 @pytest.fixture
@@ -69,37 +45,3 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
     yield Setup(SIFT, ["mcp", "--skills-dir", str(CATALOG)], env, searxng, gate)
     gate.set()
     searxng.close()
-
-
-class GatedSearxng(FakeUpstream):
-    """A SearXNG fake that holds any query containing `slow` until the gate opens."""
-
-    def __init__(self, body: bytes, gate: threading.Event) -> None:
-        super().__init__(body)
-        self.slow_gate = gate
-        self.slow_arrived = threading.Event()
-        answer = self._server.RequestHandlerClass._answer  # type: ignore[attr-defined]
-
-        def hold(handler: Any) -> None:
-            if "slow" in handler.path:
-                self.slow_arrived.set()
-                self.slow_gate.wait(30)
-            answer(handler)
-
-        self._server.RequestHandlerClass.do_GET = hold  # type: ignore[attr-defined]
-
-
-ARGUMENTS = {
-    "web_search": {"query": "sqlite wal", "limit": 3},
-    "skill_search": {"query": "fill pdf form", "limit": 2},
-}
-
-
-def check_structured(tool: dict[str, Any], structured: object) -> None:
-    """Validate structured content against the tool's output schema (JSON Schema 2020-12)."""
-    import jsonschema
-
-    validator = jsonschema.validators.validator_for(tool["outputSchema"])
-    validator.check_schema(tool["outputSchema"])
-    validator(tool["outputSchema"]).validate(structured)
-    assert json.loads(json.dumps(structured)) == structured

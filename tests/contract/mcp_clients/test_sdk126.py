@@ -7,9 +7,10 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import ARGUMENTS, Setup, check_structured
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+
+from .kit import ARGUMENTS, Setup, check_structured
 
 pytestmark = pytest.mark.contract
 

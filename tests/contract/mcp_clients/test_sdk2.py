@@ -6,9 +6,10 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import ARGUMENTS, Setup, check_structured
 from mcp import StdioServerParameters
 from mcp.client import Client
+
+from .kit import ARGUMENTS, Setup, check_structured
 
 pytestmark = pytest.mark.contract
 
