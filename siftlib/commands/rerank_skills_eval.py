@@ -16,23 +16,22 @@ from siftlib.skills.consent import load_settings
 from siftlib.skills.eval import (
     choose_catalog,
     evaluate_modes,
-    load_fixtures,
+    load_sets,
     render_report,
     report_json,
 )
 from siftlib.skills.keyword import DEFAULT_LIMIT, ToolError, check_limit
 
-EXAMPLE = (
-    "example: sift rerank-skills eval --fixtures testdata/skills/eval/queries.jsonl"
-    " --max-requests 40"
-)
+EXAMPLE = "example: sift rerank-skills eval --fixtures testdata/skills/eval --max-requests 40"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `sift rerank-skills eval`."""
     parser.epilog = EXAMPLE
     parser.add_argument(
-        "--fixtures", metavar="FILE", help='labelled queries: {"query", "expect"} per line'
+        "--fixtures",
+        metavar="FILE",
+        help='labelled queries, {"query", "expect"} per line; a folder: each *.jsonl a set',
     )
     parser.add_argument("--max-requests", metavar="N", help="ceiling on provider requests")
     parser.add_argument("--limit", metavar="N", help="matches per search, 1-20 (default 5)")
@@ -60,19 +59,17 @@ def run(args: argparse.Namespace) -> int:
         cwd = Path(os.path.abspath(args.cwd or os.getcwd()))
         skills_dirs = [Path(d) for d in args.skills_dir]
         catalog = choose_catalog(fixtures_path, skills_dirs, cwd)
-        fixtures = load_fixtures(fixtures_path, catalog)
+        sets = load_sets(fixtures_path, catalog)
     except ToolError as exc:
         return _error(args, str(exc))
     _warn(catalog.diagnostics)
     settings, diagnostics = load_settings(resolve_config_path(args.config), cwd=cwd)
     _warn(diagnostics)
-    reports = evaluate_modes(
-        catalog, fixtures, limit=limit, settings=settings, max_requests=max_requests
-    )
+    modes = evaluate_modes(catalog, sets, limit=limit, settings=settings, max_requests=max_requests)
     if args.json:
-        print(json.dumps(report_json(catalog, fixtures, limit, reports)))
+        print(json.dumps(report_json(catalog, sets, limit, modes)))
     else:
-        print(render_report(catalog, fixtures, limit, reports))
+        print(render_report(catalog, sets, limit, modes))
     return 0
 
 

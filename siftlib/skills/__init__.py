@@ -2,7 +2,9 @@
 
 catalog     discover skill folders and parse their frontmatter (bodies are never read)
 keyword     the keyword baseline, the result every search falls back to
-vocabulary  curated synonym concepts for the shortlist's concept stream
+vocabulary  reviewed synonym concepts (concepts.txt) for the relevance scorer
+relevance   the local scorer: stems, BM25F over names and descriptions, query coverage
+local       local ranking mode (§10): the relevance ranking, or "no skill fits"
 consent     the `[skill_search.reranking]` opt-in, validated strictly
 shortlist   the bounded outbound request (or the reason none may be sent)
 provider    the TypeSafe System One wire format

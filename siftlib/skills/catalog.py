@@ -36,7 +36,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from siftlib.skills.relevance import RelevanceIndex
 
 WORD = re.compile(r"[^\W_]+")
 MAX_FRONTMATTER_BYTES = 64 * 1024
@@ -101,6 +104,13 @@ class Catalog:
                 )
             )
         return tuple(folded)
+
+    @cached_property
+    def relevance(self) -> RelevanceIndex:
+        """Return the relevance index of the names and descriptions, built once per catalog."""
+        from siftlib.skills.relevance import RelevanceIndex  # only local and reranked searches
+
+        return RelevanceIndex.build(self.skills)
 
     @cached_property
     def texts(self) -> tuple[str, ...]:

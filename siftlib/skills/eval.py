@@ -1,24 +1,31 @@
 """Selection and no-match accuracy on labelled queries (skills.md §9), per search mode.
 
     catalog = choose_catalog(fixtures_path, skills_dirs=[], cwd=Path.cwd())
-    fixtures = load_fixtures(fixtures_path, catalog)
-    print(render_report(catalog, fixtures, 5, evaluate_modes(catalog, fixtures, ...)))
+    sets = load_sets(fixtures_path, catalog)
+    print(render_report(catalog, sets, 5, evaluate_modes(catalog, sets, ...)))
 
-The command is `sift rerank-skills eval` (`siftlib.commands.rerank_skills_eval`).
+The command is `sift rerank-skills eval` (`siftlib.commands.rerank_skills_eval`):
 
-The fixtures file holds one `{"query": "…", "expect": "<skill name>" | null}` object per line.
-The catalog is the `--skills-dir` folders, or else the `catalog/` folder beside the fixtures
-file; only skills under those folders count (the user's and the project's skill folders are
-left out, so figures do not depend on the machine). With neither, it is the catalog a search
-from `--cwd` would use. Every query runs in keyword mode and, when
-the global config opts in and `TYPESAFE_API_KEY` is set, in reranked mode too, with one
-session (and so one cache) for the whole run.
+    sift rerank-skills eval --fixtures testdata/skills/eval [--max-requests N] [--json]
+    sift rerank-skills eval --fixtures testdata/skills/eval/dev.jsonl
 
-Figures per mode: selection accuracy (the first match is the expected skill, over queries that
-expect one), no-match accuracy (no match at all, over queries that expect none), p50/p90
-latency of the whole search (nearest-rank percentiles) and the provider tokens reported.
-`--max-requests N` is a hard ceiling on provider requests: a search makes at most one, so the
-reranked run stops before the search that could exceed it, and says so.
+A fixtures file holds one `{"query": "…", "expect": "<skill name>" | null}` object per line.
+`--fixtures` names one file, or a folder whose `*.jsonl` files are sets reported side by side
+(ours: `dev.jsonl`, the development half the scorer is tuned on, and `heldout.jsonl`, written
+by another method and never tuned on) and together. The catalog is the `--skills-dir`
+folders, or else the `catalog/` folder beside the fixtures file (inside the fixtures folder);
+only skills under those folders count (the user's and the project's skill folders are left
+out, so figures do not depend on the machine). With neither, it is the catalog a search from
+`--cwd` would use.
+
+Every query runs in keyword mode, in local mode (spec §10) and, when the global config opts
+in and `TYPESAFE_API_KEY` is set, in reranked mode too, with one session (and so one cache)
+for the whole run. Figures per mode: selection accuracy (the first match is the expected
+skill, over queries that expect one), no-match accuracy (no match at all, over queries that
+expect none), p50/p90 latency of the whole search (nearest-rank percentiles) and the provider
+tokens reported. `--max-requests N` is a hard ceiling on provider requests over the whole run:
+a search makes at most one, so the reranked run stops before the search that could exceed it,
+and says so.
 """
 
 from __future__ import annotations
@@ -28,14 +35,15 @@ import math
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from siftlib.skills.catalog import Catalog, discover
 from siftlib.skills.consent import RerankSettings, api_key
-from siftlib.skills.keyword import ToolError, keyword_search, query_terms
+from siftlib.skills.keyword import SkillResult, ToolError, keyword_search, query_terms
+from siftlib.skills.local import local_search
 from siftlib.skills.rerank import (
     Attempt,
     AttemptEvent,
@@ -90,6 +98,23 @@ class ModeReport:
             return None
         ordered = sorted(self.latencies_ms)
         return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+    @classmethod
+    def combined(cls, mode: str, reports: Sequence[ModeReport]) -> ModeReport:
+        """Return the figures of `reports` (one mode over several sets) added up."""
+        total = cls(mode)
+        for r in reports:
+            total.selection_hits += r.selection_hits
+            total.selection_total += r.selection_total
+            total.no_match_hits += r.no_match_hits
+            total.no_match_total += r.no_match_total
+            total.latencies_ms += r.latencies_ms
+            total.requests += r.requests
+            total.input_tokens += r.input_tokens
+            total.output_tokens += r.output_tokens
+            total.decisions += r.decisions
+            total.stopped_at_ceiling |= r.stopped_at_ceiling
+        return total
 
     def to_json(self) -> dict[str, Any]:
         """Return the figures as a JSON object."""
@@ -155,22 +180,30 @@ def load_catalog(folders: Sequence[Path]) -> Catalog:
 def evaluate(
     mode: str,
     catalog: Catalog,
-    fixtures: Sequence[Fixture],
+    sets: Mapping[str, Sequence[Fixture]],
     *,
     limit: int,
     rerank: Callable[[Sequence[Observer]], SystemOneReranker] | None = None,
     max_requests: int | None = None,
     clock: Callable[[], float] = time.perf_counter,
-) -> ModeReport:
-    """Run every fixture in keyword mode, or reranked by `rerank(observers)`, and gather figures."""
-    report = ModeReport(mode)
-    reranker = None if rerank is None else rerank([_Observer(report)])
+) -> dict[str, ModeReport]:
+    """Run every set in `mode` (keyword, local, or reranked by `rerank(observers)`)."""
+    reports = {name: ModeReport(mode) for name in sets}
+    observer = _Observer()
+    reranker = None if rerank is None else rerank([observer])
     try:
-        _run_fixtures(report, catalog, fixtures, limit, reranker, max_requests, clock)
+        used = 0
+        for name, fixtures in sets.items():
+            report = observer.report = reports[name]
+            left = None if max_requests is None else max_requests - used
+            _run_fixtures(report, catalog, fixtures, limit, reranker, left, clock)
+            used += report.requests
+            if report.stopped_at_ceiling:
+                break
     finally:
         if reranker is not None:
             reranker.close()
-    return report
+    return reports
 
 
 def _run_fixtures(
@@ -187,9 +220,7 @@ def _run_fixtures(
             report.stopped_at_ceiling = True
             break
         started = clock()
-        result = keyword_search(catalog, fixture.query, limit)
-        if reranker is not None:
-            result = reranker.search(catalog, fixture.query, limit, result)
+        result = _search(report.mode, catalog, fixture.query, limit, reranker)
         report.latencies_ms.append((clock() - started) * 1000.0)
         if fixture.expect is None:
             report.no_match_total += 1
@@ -200,11 +231,22 @@ def _run_fixtures(
             report.selection_hits += first == fixture.expect
 
 
+def _search(
+    mode: str, catalog: Catalog, query: str, limit: int, reranker: SystemOneReranker | None
+) -> SkillResult:
+    if mode == "local":
+        return local_search(catalog, query, limit)
+    result = keyword_search(catalog, query, limit)
+    if reranker is not None:
+        result = reranker.search(catalog, query, limit, result)
+    return result
+
+
 class _Observer:
     """Counts requests, decisions and tokens from the reranker's observations."""
 
-    def __init__(self, report: ModeReport) -> None:
-        self.report = report
+    def __init__(self) -> None:
+        self.report = ModeReport("reranked")
 
     def __call__(self, event: Attempt | SearchObservation) -> None:
         report = self.report
@@ -216,9 +258,19 @@ class _Observer:
         report.output_tokens += event.output_tokens or 0
 
 
+def fixture_files(path: Path) -> list[Path]:
+    """Return the fixtures files `path` names: itself, or a folder's `*.jsonl` files."""
+    if not path.is_dir():
+        return [path]
+    files = sorted(path.glob("*.jsonl"))
+    if not files:
+        raise ToolError(f"{path}: no *.jsonl fixtures files")
+    return files
+
+
 def choose_catalog(fixtures_path: Path, skills_dirs: Sequence[Path], cwd: Path) -> Catalog:
     """Return the catalog to evaluate on: `skills_dirs`, else `catalog/` beside the fixtures."""
-    beside = fixtures_path.parent / "catalog"
+    beside = (fixtures_path if fixtures_path.is_dir() else fixtures_path.parent) / "catalog"
     if skills_dirs:
         return load_catalog(skills_dirs)
     if beside.is_dir():
@@ -226,16 +278,24 @@ def choose_catalog(fixtures_path: Path, skills_dirs: Sequence[Path], cwd: Path) 
     return discover(cwd=cwd)  # the catalog a search from cwd would use
 
 
+def load_sets(fixtures_path: Path, catalog: Catalog) -> dict[str, list[Fixture]]:
+    """Read every fixtures file `fixtures_path` names, each a set named by its file's stem."""
+    return {path.stem: load_fixtures(path, catalog) for path in fixture_files(fixtures_path)}
+
+
+Modes = Mapping[str, Mapping[str, ModeReport]]
+
+
 def evaluate_modes(
     catalog: Catalog,
-    fixtures: Sequence[Fixture],
+    sets: Mapping[str, Sequence[Fixture]],
     *,
     limit: int,
     settings: RerankSettings,
     max_requests: int | None = None,
-) -> list[ModeReport]:
-    """Run the keyword mode and, when opted in with a key set, the reranked mode."""
-    reports = [evaluate("keyword", catalog, fixtures, limit=limit)]
+) -> dict[str, dict[str, ModeReport]]:
+    """Run keyword and local mode and, when opted in with a key set, the reranked mode."""
+    modes = {mode: evaluate(mode, catalog, sets, limit=limit) for mode in ("keyword", "local")}
     key = api_key(settings)
     if settings.enabled and key:
         secret = key
@@ -243,68 +303,90 @@ def evaluate_modes(
         def rerank(observers: Sequence[Observer]) -> SystemOneReranker:
             return SystemOneReranker(settings, secret, observers=observers)
 
-        reports.append(
-            evaluate(
-                "reranked",
-                catalog,
-                fixtures,
-                limit=limit,
-                rerank=rerank,
-                max_requests=max_requests,
-            )
+        modes["reranked"] = evaluate(
+            "reranked", catalog, sets, limit=limit, rerank=rerank, max_requests=max_requests
         )
-    return reports
+    return modes
 
 
 def report_json(
-    catalog: Catalog, fixtures: Sequence[Fixture], limit: int, reports: Sequence[ModeReport]
+    catalog: Catalog, sets: Mapping[str, Sequence[Fixture]], limit: int, modes: Modes
 ) -> dict[str, Any]:
-    """Return the whole evaluation as one JSON object."""
+    """Return the whole evaluation as one JSON object: all sets together, then each set."""
+    everything = [fixture for fixtures in sets.values() for fixture in fixtures]
     return {
         "skills": len(catalog.skills),
-        "queries": len(fixtures),
-        "expect_skill": sum(f.expect is not None for f in fixtures),
-        "expect_none": sum(f.expect is None for f in fixtures),
+        **_counts(everything),
         "limit": limit,
-        "modes": {report.mode: report.to_json() for report in reports},
+        "modes": {
+            mode: ModeReport.combined(mode, list(by_set.values())).to_json()
+            for mode, by_set in modes.items()
+        },
+        "sets": {
+            name: {
+                **_counts(fixtures),
+                "modes": {mode: by_set[name].to_json() for mode, by_set in modes.items()},
+            }
+            for name, fixtures in sets.items()
+        },
     }
 
 
 def render_report(
-    catalog: Catalog, fixtures: Sequence[Fixture], limit: int, reports: Sequence[ModeReport]
+    catalog: Catalog, sets: Mapping[str, Sequence[Fixture]], limit: int, modes: Modes
 ) -> str:
-    """Return the evaluation as a small table, one row per mode."""
-    expecting = sum(f.expect is not None for f in fixtures)
-    lines = [
-        f"{len(fixtures)} labelled queries ({expecting} expect a skill,"
-        f" {len(fixtures) - expecting} expect none) over {len(catalog.skills)} skills,"
-        f" limit {limit}",
-        "",
-        f"{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}{'p50 ms':>9}"
-        f"{'p90 ms':>9}{'requests':>10}{'tokens in':>11}{'tokens out':>12}",
+    """Return the evaluation as small tables, one row per mode: each set, then all together."""
+    everything = [fixture for fixtures in sets.values() for fixture in fixtures]
+    lines = [f"{len(catalog.skills)} skills, limit {limit}"]
+    tables = [
+        (name, fixtures, {m: by_set[name] for m, by_set in modes.items()})
+        for name, fixtures in sets.items()
     ]
-    for r in reports:
-        lines.append(
-            f"{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
-            f"{_percent(r.no_match_accuracy):>10}{_ms(r.percentile_ms(50)):>9}"
-            f"{_ms(r.percentile_ms(90)):>9}{r.requests:>10}{r.input_tokens:>11}"
-            f"{r.output_tokens:>12}"
-        )
-    for r in reports:
-        if r.decisions and r.mode != "keyword":
-            counts = ", ".join(f"{name} {count}" for name, count in sorted(r.decisions.items()))
-            lines.append(f"\n{r.mode} decisions: {counts}")
-        if r.stopped_at_ceiling:
+    if len(sets) > 1:
+        combined = {m: ModeReport.combined(m, list(by_set.values())) for m, by_set in modes.items()}
+        tables.append(("all sets", everything, combined))
+    for name, fixtures, reports in tables:
+        counts = _counts(fixtures)
+        lines += [
+            "",
+            f"{name}: {counts['queries']} labelled queries ({counts['expect_skill']} expect a"
+            f" skill, {counts['expect_none']} expect none)",
+            f"{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}{'p50 ms':>9}"
+            f"{'p90 ms':>9}{'requests':>10}{'tokens in':>11}{'tokens out':>12}",
+        ]
+        for r in reports.values():
             lines.append(
-                f"{r.mode}: stopped at the --max-requests ceiling ({r.requests} requests)"
-                f" after {r.queries} of {len(fixtures)} queries"
+                f"{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
+                f"{_percent(r.no_match_accuracy):>10}{_ms(r.percentile_ms(50)):>9}"
+                f"{_ms(r.percentile_ms(90)):>9}{r.requests:>10}{r.input_tokens:>11}"
+                f"{r.output_tokens:>12}"
             )
-    if len(reports) == 1:
+    reranked = modes.get("reranked")
+    if reranked is None:
         lines.append(
             "\nreranked: not run (reranking is not enabled in the global config,"
             " or TYPESAFE_API_KEY is not set)"
         )
+    else:
+        r = ModeReport.combined("reranked", list(reranked.values()))
+        if r.decisions:
+            decided = ", ".join(f"{name} {count}" for name, count in sorted(r.decisions.items()))
+            lines.append(f"\nreranked decisions: {decided}")
+        if r.stopped_at_ceiling:
+            lines.append(
+                f"reranked: stopped at the --max-requests ceiling ({r.requests} requests)"
+                f" after {r.queries} of {len(everything)} queries"
+            )
     return "\n".join(lines)
+
+
+def _counts(fixtures: Sequence[Fixture]) -> dict[str, int]:
+    expecting = sum(f.expect is not None for f in fixtures)
+    return {
+        "queries": len(fixtures),
+        "expect_skill": expecting,
+        "expect_none": len(fixtures) - expecting,
+    }
 
 
 def _percent(value: float | None) -> str:

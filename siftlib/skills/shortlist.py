@@ -27,7 +27,6 @@ from typing import Any
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.keyword import keyword_scores, normalise_query, query_terms
-from siftlib.skills.vocabulary import alternate_terms
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -87,7 +86,7 @@ def shortlist(catalog: Catalog, query: str, *, max_candidates: int) -> list[Skil
     """Return up to `max_candidates` skills, alternating the lexical and concept streams."""
     scored = keyword_scores(catalog, query)
     lexical = [skill for skill, _ in scored]
-    concept = concept_stream(catalog, alternate_terms(query_terms(query)))
+    concept = concept_stream(catalog, query, max_candidates)
     streams = [concept, lexical] if all(score == 0 for _, score in scored) else [lexical, concept]
     positions = [0, 0]
     taken: list[Skill] = []
@@ -106,17 +105,9 @@ def shortlist(catalog: Catalog, query: str, *, max_candidates: int) -> list[Skil
     return taken
 
 
-def concept_stream(catalog: Catalog, alternates: frozenset[str]) -> list[Skill]:
-    """Return the skills matching alternate terms, best first, ties by name."""
-    if not alternates:
-        return []
-    scored = []
-    for skill, folded in zip(catalog.skills, catalog.folded, strict=True):
-        score = 8 * len(alternates & folded.name_words)
-        score += 2 * len(alternates & folded.description_words)
-        if score:
-            scored.append((-score, skill.name, skill))
-    return [skill for _, _, skill in sorted(scored, key=lambda entry: entry[:2])]
+def concept_stream(catalog: Catalog, query: str, count: int) -> list[Skill]:
+    """Return the `count` skills the relevance scorer matches best to `query`, best first."""
+    return [catalog.skills[s.position] for s in catalog.relevance.score(query).best(count)]
 
 
 def truncate_utf8(text: str, max_bytes: int) -> str:

@@ -31,7 +31,7 @@ from siftlib.skills.provider import build_body  # noqa: E402
 from siftlib.skills.rerank import SearchObservation, SystemOneReranker  # noqa: E402
 from siftlib.skills.shortlist import OutboundRequest, build_request  # noqa: E402
 
-FIXTURES = REPO / "testdata" / "skills" / "eval" / "queries.jsonl"
+FIXTURES = REPO / "testdata" / "skills" / "eval" / "dev.jsonl"
 QUERY = "merge three pdf files into one"
 ROUNDS = 300
 TARGET_MS = 5.0
@@ -144,7 +144,7 @@ def main() -> int:
     print(f"  added over bare POST     p50 {over_post:6.3f} ms")
 
     fixtures = load_fixtures(FIXTURES, catalog)
-    keyword = evaluate("keyword", catalog, fixtures, limit=5)
+    keyword = evaluate("keyword", catalog, {"dev": fixtures}, limit=5)["dev"]
     print(
         f"eval keyword baseline ({len(fixtures)} queries, {len(catalog.skills)} skills):"
         f" selection {keyword.selection_accuracy:.1%} ({keyword.selection_hits}/"

@@ -10,16 +10,23 @@ from typing import Any
 import pytest
 
 from siftlib.cli import main
+from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.eval import ModeReport, load_catalog, load_fixtures
 from siftlib.skills.keyword import keyword_search
+from siftlib.skills.local import local_search
+from siftlib.skills.relevance import terms
 from siftlib.skills.shortlist import OutboundRequest, build_request
 
+from .conftest import write_real_catalog
 from .systemone_fake import FakeSystemOne, ranked, serve
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "testdata" / "skills" / "eval" / "queries.jsonl"
+SETS = REPO / "testdata" / "skills"
+FIXTURES = SETS / "eval" / "dev.jsonl"
+HELD_OUT = SETS / "eval" / "heldout.jsonl"
 CATALOG = FIXTURES.parent / "catalog"
+REAL_CATALOG = REPO.parent / "shared" / "realdata" / "skills" / "catalog.json"
 
 
 @pytest.fixture
@@ -107,13 +114,16 @@ class TestFixtureSet:
         assert (hits, misses) == (48, 0)
         assert keyword["requests"] == keyword["input_tokens"] == 0
         assert 0 <= keyword["p50_ms"] <= keyword["p90_ms"]
-        assert set(report["modes"]) == {"keyword"}
+        assert set(report["modes"]) == {"keyword", "local"}
 
     def test_text_report(self, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["rerank-skills", "eval", "--fixtures", str(FIXTURES)]) == 0
         out = capsys.readouterr().out
-        assert "150 labelled queries (100 expect a skill, 50 expect none) over 62 skills" in out
+        assert "62 skills, limit 5" in out
+        assert "dev: 150 labelled queries (100 expect a skill, 50 expect none)" in out
         assert "keyword       150      48.0%      0.0%" in out
+        assert "\nlocal         150 " in out
+        assert "all sets" not in out
         assert "reranked: not run" in out
 
 
@@ -280,3 +290,97 @@ class TestReranked:
         assert reranked["decisions"] == {"failure": 20}
         assert reranked["input_tokens"] == 0
         assert code == 0 and keyword["queries"] == 150
+
+
+def description_terms(catalog: Catalog) -> dict[str, set[str]]:
+    return {
+        s.name: set(terms(f"{s.name.replace('-', ' ')} {s.description}")) for s in catalog.skills
+    }
+
+
+def real_catalog(tmp_path: Path) -> Path:
+    """Write the real catalog beside the clone as skill folders; skip when it is absent."""
+    if not REAL_CATALOG.is_file():
+        pytest.skip(f"{REAL_CATALOG} is absent: the real-catalog queries need the shared data")
+    root = tmp_path / "real-skills"
+    write_real_catalog(json.loads(REAL_CATALOG.read_text(encoding="utf-8")), root)
+    return root
+
+
+class TestHalves:
+    def test_the_held_out_half_has_the_promised_shape(self) -> None:
+        catalog = load_catalog([CATALOG])
+        held_out = load_fixtures(HELD_OUT, catalog)
+        assert len(held_out) == 60 and sum(f.expect is None for f in held_out) == 12
+        dev_queries = {f.query for f in load_fixtures(FIXTURES, catalog)}
+        assert not dev_queries & {f.query for f in held_out}
+
+    @pytest.mark.parametrize("half", [HELD_OUT, SETS / "realcatalog" / "heldout.jsonl"])
+    def test_held_out_queries_share_no_word_with_their_skill(
+        self, half: Path, tmp_path: Path
+    ) -> None:
+        # The held-out method: phrased from the user's side, with no stem of the expected
+        # skill's name or description (function words aside).
+        folder = CATALOG if half.parent == CATALOG.parent else real_catalog(tmp_path)
+        catalog = load_catalog([folder])
+        words = description_terms(catalog)
+        for fixture in load_fixtures(half, catalog):
+            if fixture.expect is not None:
+                assert not set(terms(fixture.query)) & words[fixture.expect], fixture.query
+
+    def test_a_folder_reports_each_half_and_both(self, capsys: pytest.CaptureFixture[str]) -> None:
+        code, report = run_json(capsys, "--fixtures", str(CATALOG.parent))
+        assert code == 0
+        assert list(report["sets"]) == ["dev", "heldout"]
+        dev, held_out = report["sets"]["dev"], report["sets"]["heldout"]
+        assert (dev["queries"], held_out["queries"], report["queries"]) == (150, 60, 210)
+        catalog = load_catalog([CATALOG])
+        for name, path in (("dev", FIXTURES), ("heldout", HELD_OUT)):
+            hits = declined = 0
+            for fixture in load_fixtures(path, catalog):
+                result = local_search(catalog, fixture.query, 5)
+                if fixture.expect is None:
+                    declined += not result.matches
+                else:
+                    hits += bool(result.matches) and result.matches[0].name == fixture.expect
+            local = report["sets"][name]["modes"]["local"]
+            assert (local["selection"][0], local["no_match"][0]) == (hits, declined)
+        for mode in ("keyword", "local"):
+            both = report["modes"][mode]
+            assert both["selection"] == [
+                dev["modes"][mode]["selection"][i] + held_out["modes"][mode]["selection"][i]
+                for i in range(2)
+            ]
+        # No word in common: the keyword baseline finds none of the held-out skills first.
+        assert held_out["modes"]["keyword"]["selection"] == [0, 48]
+
+    def test_text_report_of_a_folder(self, capsys: pytest.CaptureFixture[str]) -> None:
+        assert main(["rerank-skills", "eval", "--fixtures", str(CATALOG.parent)]) == 0
+        out = capsys.readouterr().out
+        assert "heldout: 60 labelled queries (48 expect a skill, 12 expect none)" in out
+        assert "all sets: 210 labelled queries (148 expect a skill, 62 expect none)" in out
+
+    def test_a_folder_without_fixtures_is_a_tool_error(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        code, report = run_json(capsys, "--fixtures", str(tmp_path))
+        assert code == 2 and "no *.jsonl fixtures files" in report["error"]
+
+
+class TestRealCatalog:
+    def test_over_a_hundred_labelled_queries_in_two_halves(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        root = real_catalog(tmp_path)
+        code, report = run_json(
+            capsys, "--fixtures", str(SETS / "realcatalog"), "--skills-dir", str(root)
+        )
+        assert code == 0
+        assert report["skills"] == 115  # 119 entries, one shadowed name, three disabled
+        assert list(report["sets"]) == ["dev", "heldout"]
+        assert report["queries"] >= 100
+        assert 0.2 <= report["expect_none"] / report["queries"] <= 0.3
+        for half in report["sets"].values():
+            assert set(half["modes"]) == {"keyword", "local"}
+            # The keyword baseline never says no skill fits on the real catalog either.
+            assert half["modes"]["keyword"]["no_match"][0] == 0

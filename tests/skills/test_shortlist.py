@@ -77,15 +77,16 @@ def test_without_a_concept_the_late_skill_is_left_out() -> None:
 
 def test_streams_alternate_lexical_first() -> None:
     catalog = catalog_of(
-        ("alpha", "Fix a bug."),  # lexical 2 ("bug")
-        ("beta", "Read a traceback."),  # concept 2
-        ("gamma", "Find a crash and its traceback."),  # concept 4
+        ("alpha", "Fix a bug in the parser, the lexer, the printer and the other long parts."),
+        ("beta", "Read a traceback."),  # a synonym of "bug" only
         ("delta", "Nothing relevant."),
-        ("epsilon", "A bug and a crash."),  # lexical 2, concept 2
+        ("epsilon", "A bug."),
+        ("zeta", "Explain a traceback."),  # a synonym only, and last by name
     )
     names = [s.name for s in shortlist(catalog, "bug", max_candidates=10)]
-    # lexical: alpha, epsilon, beta, delta, gamma; concept: gamma, beta, epsilon
-    assert names == ["alpha", "gamma", "epsilon", "beta", "delta"]
+    # lexical: alpha, epsilon (2 each), then the zero scores by name: beta, delta, zeta.
+    # concept (relevance): epsilon (short), beta, zeta (synonyms), alpha (long description).
+    assert names == ["alpha", "epsilon", "beta", "zeta", "delta"]
 
 
 def test_concept_stream_first_when_no_lexical_score() -> None:

@@ -2,31 +2,41 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from siftlib.skills.catalog import WORD
-from siftlib.skills.vocabulary import CONCEPTS, alternate_terms
+from siftlib.skills.vocabulary import concepts
+
+REPO = Path(__file__).resolve().parents[2]
+SETS = REPO / "testdata" / "skills"
 
 # Words that would touch most skills, so they must never be a concept's term.
 GENERIC = {
     "a", "an", "and", "the", "for", "with", "use", "using", "when", "file", "files", "code",
-    "skill", "skills", "work", "make", "create", "build", "help", "task", "tasks", "tool",
-    "tools", "data", "user", "new", "update", "key", "run", "check", "project", "any",
+    "skill", "work", "make", "create", "build", "help", "task", "tool", "data", "user", "new",
+    "key", "run", "check", "any",
 }  # fmt: skip
 
 REQUIRED = (
     "testing", "deployment", "documents", "spreadsheets", "images", "git", "code-review",
-    "debugging", "databases", "web-scraping", "writing", "planning", "security",
+    "debugging", "databases", "web-scraping", "writing", "planning", "security", "parallel",
+    "verify", "property",
 )  # fmt: skip
 
 
-def test_the_required_concepts_are_there() -> None:
-    assert set(REQUIRED) <= set(CONCEPTS)
+def test_hundreds_of_reviewed_concepts() -> None:
+    table = concepts()
+    assert set(REQUIRED) <= set(table)
+    assert len(table) >= 150
+    assert sum(map(len, table.values())) >= 1500
 
 
-@pytest.mark.parametrize("concept", sorted(CONCEPTS))
+@pytest.mark.parametrize("concept", sorted(concepts()))
 def test_terms_are_single_lowercase_words(concept: str) -> None:
-    terms = CONCEPTS[concept]
+    terms = concepts()[concept]
     assert len(terms) >= 3, "a concept needs alternates"
     assert len(set(terms)) == len(terms), "a term is listed twice"
     for term in terms:
@@ -34,28 +44,32 @@ def test_terms_are_single_lowercase_words(concept: str) -> None:
         assert term not in GENERIC, term
 
 
-@pytest.mark.parametrize(
-    ("query", "present", "absent"),
-    [
-        (["spreadsheet"], {"excel", "xlsx", "csv", "spreadsheets"}, {"spreadsheet", "pdf"}),
-        (["fix", "bug"], {"debugging", "crash", "traceback"}, {"bug", "fix"}),
-        (["pdf"], {"docx", "forms"}, {"pdf", "excel"}),
-        (["scrape", "website"], {"crawler", "html", "scraping"}, {"scrape", "website"}),
-    ],
-)
-def test_alternates_exclude_the_query_terms(
-    query: list[str], present: set[str], absent: set[str]
-) -> None:
-    alternates = alternate_terms(query)
-    assert present <= alternates
-    assert not absent & alternates
+# Terms that came before the held-out halves: the earlier vocabulary's, and the misses the
+# issue that asked for this scorer names ("randomized round-trip tests in QuickCheck style").
+EARLIER = {
+    "acrobat", "container", "containers", "crashes", "keynote", "lint", "picture", "roadmap",
+    "xls", "randomized", "round", "trip", "quickcheck",
+}  # fmt: skip
 
 
-def test_untouched_query_has_no_alternates() -> None:
-    assert alternate_terms(["quantum", "chromodynamics"]) == frozenset()
-    assert alternate_terms([]) == frozenset()
+def words_of(*paths: Path) -> set[str]:
+    found: set[str] = set()
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            found |= set(WORD.findall(json.loads(line)["query"].lower()))
+    return found
 
 
-def test_a_term_in_two_concepts_touches_both() -> None:
-    alternates = alternate_terms(["audit"])
-    assert "review" in alternates and "vulnerability" in alternates
+def test_no_term_comes_only_from_a_held_out_query() -> None:
+    # A held-out word may be a term only when a development query or a catalog uses it too:
+    # the vocabulary grows from the development halves, never from the held-out ones.
+    held_out = words_of(*SETS.glob("*/heldout.jsonl"))
+    seen = words_of(*SETS.glob("*/dev.jsonl"))
+    for skill_file in (SETS / "eval" / "catalog").glob("*/SKILL.md"):
+        seen |= set(WORD.findall(skill_file.read_text(encoding="utf-8").lower()))
+    real = REPO.parent / "shared" / "realdata" / "skills" / "catalog.json"
+    if real.is_file():
+        for entry in json.loads(real.read_text(encoding="utf-8")):
+            seen |= set(WORD.findall(f"{entry['name']} {entry['description']}".lower()))
+    terms = {term for concept in concepts().values() for term in concept}
+    assert sorted(terms & held_out - seen - EARLIER) == []

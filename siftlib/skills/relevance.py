@@ -1,0 +1,216 @@
+"""How well each skill's name and description answers a query: the local relevance scorer.
+
+It feeds the local ranking mode (spec §10) and the shortlist's concept stream (§5.2). Text is
+split into letter/digit runs, lowercased, stripped of function words and request fluff
+("please", "help me"), and stemmed with Snowball's English stemmer, so "merging", "merged"
+and "merge" are one term. A skill is a two-field document, name and description; a term is
+weighed BM25F-style: name occurrences count `NAME_WEIGHT` times, description occurrences are
+normalised by description length, the sum saturates with `K1`, and the term's IDF over the
+catalog scales it.
+
+Each query term is matched by its own stem (weight 1) and by the stems of the other terms of
+every vocabulary concept it belongs to (`SYNONYM_WEIGHT`). Per skill, a query term counts
+once, by its best match, so a concept with many terms does not outvote the query's other
+terms. Measured and left out (no gain on the development halves): WordNet synonyms (first two
+senses, weight 0.3–0.5: top-1 unchanged, declines 2–11 points worse) and prefix matching for
+morphology beyond the stemmer (no change at any prefix length from 4 to 6).
+
+Besides the score, each skill gets a coverage: the share of the query's information (its
+terms weighed by their IDF, a term the catalog never uses weighing most) that the skill
+matches, at the match's weight. Local mode declines ("no skill fits") when the best skill's
+coverage is under a threshold: a near-miss that shares one word with a skill ("split the bill
+between friends") covers little of its query, a paraphrase that hits each need covers most.
+Decisions where the spec is silent: the constants below were chosen by measurement on the
+development halves of `testdata/skills/` (see `make bench`), never on the held-out halves.
+
+    index = RelevanceIndex.build(catalog.skills)
+    ranked = index.rank("combine several pdfs")  # [Scored(position, score, coverage), ...]
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from siftlib.skills.catalog import WORD
+from siftlib.skills.vocabulary import concepts
+
+if TYPE_CHECKING:
+    from siftlib.skills.catalog import Skill
+
+K1 = 1.2
+B = 0.75
+NAME_WEIGHT = 3.0
+SYNONYM_WEIGHT = 0.6
+_VOWEL = re.compile("[aeiouy]")
+
+# Function words and request fluff: they say nothing about which skill is meant.
+STOP_WORDS = frozenset(
+    """
+    a about above after again all also am an and any are as at be been before being below
+    between both but by can could did do does doing done don down during each either else
+    etc even ever every few for from further get gets getting give go going got had has have
+    having he her here hers him his how however i if im in into is isn it its itself ive
+    just let lets like ll me might mine more most much must my myself need needs no nor not
+    now of off on once one only or other our ours out over own per please re really s same
+    she should so some something somebody such t than that the their theirs them then there
+    these they thing things this those through to too try under until up upon us use used
+    using ve very via want wants was way we were what whatever when where whether which
+    while who whom why will with within without would yet you your yours yourself d m o y ok
+    okay hey hi help make makes made kind sort lot lots
+    """.split()  # noqa: SIM905 - a word list reads better as prose
+)
+
+
+class Scored(NamedTuple):
+    """One skill's relevance: its position in the catalog, score and query coverage."""
+
+    position: int
+    score: float
+    coverage: float
+
+
+class _Stemmer(Protocol):
+    def stemWord(self, word: str) -> str: ...  # noqa: N802 - snowballstemmer's name
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Return the Snowball English stem of a lowercase word."""
+    if not word.isalpha():
+        return word  # numbers and codes ("00042", "p5", "x86") have no English inflection
+    stemmed = _stemmer().stemWord(word)
+    if stemmed == word and len(word) >= 3 and word[-1] == "s" and not _VOWEL.search(word[:-1]):
+        return word[:-1]  # an acronym's plural ("pdfs", "csvs", "prs"), which Snowball keeps
+    return stemmed
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> _Stemmer:
+    import snowballstemmer  # imported on first use: keyword searches never load it
+
+    english: _Stemmer = snowballstemmer.stemmer("english")
+    return english
+
+
+def terms(text: str) -> list[str]:
+    """Return the stems of the words in `text` that carry meaning, in order, with repeats."""
+    return [stem(word) for word in WORD.findall(text.lower()) if word not in STOP_WORDS]
+
+
+@lru_cache(maxsize=1)
+def related_stems() -> dict[str, frozenset[str]]:
+    """Return, for each vocabulary stem, the other stems of the concepts it belongs to."""
+    related: dict[str, set[str]] = defaultdict(set)
+    for words in concepts().values():
+        stems = {stem(word) for word in words}
+        for member in stems:
+            related[member] |= stems
+    return {member: frozenset(others - {member}) for member, others in related.items()}
+
+
+class Relevance(NamedTuple):
+    """Every matching skill's score and coverage for one query, by catalog position."""
+
+    scores: dict[int, float]
+    coverage: dict[int, float]
+
+    def best(self, count: int, *, min_coverage: float = 0.0) -> list[Scored]:
+        """Return the `count` best skills covering at least `min_coverage`, best first."""
+        positions: Iterable[int] = self.scores.keys()
+        if min_coverage > 0:
+            positions = {p for p, c in self.coverage.items() if c >= min_coverage}
+        top = heapq.nsmallest(count, positions, key=lambda p: (-self.scores[p], p))
+        return [Scored(p, self.scores[p], self.coverage[p]) for p in top]
+
+
+@dataclass(frozen=True)
+class RelevanceIndex:
+    """An inverted index of a catalog's names and descriptions, weighed for BM25F."""
+
+    size: int
+    named: dict[str, int]
+    # stem -> {position: IDF x saturated field-weighted frequency}
+    postings: dict[str, dict[int, float]]
+    idf: dict[str, float]
+
+    @classmethod
+    def build(cls, skills: Sequence[Skill]) -> RelevanceIndex:
+        """Index the names and descriptions of `skills` (bodies are never read)."""
+        name_terms = [terms(skill.name.replace("-", " ")) for skill in skills]
+        description_terms = [terms(skill.description) for skill in skills]
+        average = sum(map(len, description_terms)) / len(skills) if skills else 1.0
+        frequencies: dict[str, dict[int, float]] = defaultdict(dict)
+        for position, (in_name, in_description) in enumerate(
+            zip(name_terms, description_terms, strict=True)
+        ):
+            step = 1 / (1 - B + B * len(in_description) / (average or 1.0))
+            weighted = dict.fromkeys(in_description, 0.0)
+            for term in in_description:
+                weighted[term] += step
+            for term in in_name:
+                weighted[term] = weighted.get(term, 0.0) + NAME_WEIGHT
+            for term, frequency in weighted.items():
+                frequencies[term][position] = frequency * (K1 + 1) / (frequency + K1)
+        size = len(skills)
+        idf = {term: _idf(size, len(docs)) for term, docs in frequencies.items()}
+        for term, docs in frequencies.items():
+            weight = idf[term]
+            for position in docs:
+                docs[position] *= weight
+        return cls(size=size, named=_names(skills), postings=dict(frequencies), idf=idf)
+
+    def score(self, query: str) -> Relevance:
+        """Return the score and coverage of every skill that `query` matches."""
+        scores: dict[int, float] = {}
+        covered: dict[int, float] = {}
+        information = 0.0
+        postings = self.postings
+        unseen = _idf(self.size, 0)  # a term no skill uses is the most informative
+        for term in dict.fromkeys(terms(query)):
+            weight = self.idf.get(term, unseen)
+            information += weight
+            best: dict[int, float] = {}
+            for other in related_stems().get(term, ()):
+                for position, value in postings.get(other, {}).items():
+                    value *= SYNONYM_WEIGHT
+                    if value > best.get(position, 0.0):
+                        best[position] = value
+            literal = postings.get(term, {})
+            for position in best.keys() - literal.keys():
+                covered[position] = covered.get(position, 0.0) + SYNONYM_WEIGHT * weight
+            for position, value in literal.items():
+                covered[position] = covered.get(position, 0.0) + weight
+                if value > best.get(position, 0.0):
+                    best[position] = value
+            for position, value in best.items():
+                scores[position] = scores.get(position, 0.0) + value
+        named = self.named.get(" ".join(WORD.findall(query.lower())))
+        if named is not None:  # the query is a skill's name: that skill fits, first
+            scores[named], covered[named] = math.inf, information
+        coverage = {position: covered[position] / information for position in scores}
+        return Relevance(scores, coverage)
+
+    def rank(self, query: str) -> list[Scored]:
+        """Return every skill matching `query`, best first, ties by catalog position."""
+        relevance = self.score(query)
+        return relevance.best(len(relevance.scores))
+
+
+def _names(skills: Sequence[Skill]) -> dict[str, int]:
+    """Map each skill's name, as its lowercase words joined by spaces, to its position."""
+    named: dict[str, int] = {}
+    for position, skill in enumerate(skills):
+        named.setdefault(" ".join(WORD.findall(skill.name.lower())), position)
+    return named
+
+
+def _idf(size: int, frequency: int) -> float:
+    """Return BM25's IDF, never negative."""
+    return math.log(1 + (size - frequency + 0.5) / (frequency + 0.5))

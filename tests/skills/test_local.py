@@ -1,0 +1,110 @@
+"""Local ranking (spec §10): the relevance ranking, and "no skill fits" below the threshold."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from siftlib.skills.catalog import Catalog, Skill, discover
+from siftlib.skills.keyword import ToolError, keyword_search
+from siftlib.skills.local import MIN_COVERAGE, local_search
+
+from .conftest import MARKER
+
+
+def catalog_of(*skills: tuple[str, str]) -> Catalog:
+    return Catalog(
+        skills=tuple(
+            Skill(name, description, Path(f"/s/{name}/SKILL.md"), Path(f"/s/{name}"))
+            for name, description in skills
+        )
+    )
+
+
+CATALOG = catalog_of(
+    ("docx", "Create, read and edit Word documents (.docx): tables, headings, comments."),
+    ("pdf", "Merge, split and fill in PDF files and forms."),
+    ("xlsx", "Open and edit Excel spreadsheets: formulas, charts and pivot tables."),
+    ("systematic-debugging", "Use when encountering any bug or test failure."),
+    ("brainstorming", "Explore ideas, requirements and design before implementation."),
+)
+
+
+def names(catalog: Catalog, query: str, limit: int = 5) -> list[str]:
+    return [skill.name for skill in local_search(catalog, query, limit).matches]
+
+
+def test_the_fitting_skill_comes_first_where_keyword_matches_nearly_all() -> None:
+    assert keyword_search(CATALOG, "edit a word document", 5).total == 5
+    assert names(CATALOG, "edit a word document")[0] == "docx"
+
+
+def test_a_synonym_only_query_finds_its_skill() -> None:
+    assert names(CATALOG, "my workbook formulas are broken")[0] == "xlsx"
+    assert names(CATALOG, "my test keeps crashing")[0] == "systematic-debugging"
+
+
+def test_without_a_fitting_skill_nothing_fits() -> None:
+    # "fill" and "table" touch skills, but most of what is asked is outside the catalog.
+    result = local_search(CATALOG, "book a table at an italian restaurant", 5)
+    assert result.matches == () and result.total == 0
+    assert keyword_search(CATALOG, "book a table at an italian restaurant", 5).total > 0
+
+
+def test_the_same_query_fits_once_a_fitting_skill_is_added() -> None:
+    query = "book a table at an italian restaurant"
+    with_one = catalog_of(
+        *((s.name, s.description) for s in CATALOG.skills),
+        ("restaurant-booking", "Book a table at a restaurant for dinner."),
+    )
+    assert names(with_one, query) == ["restaurant-booking"]
+
+
+def test_the_threshold_decides() -> None:
+    (best,) = CATALOG.relevance.rank("merge pdf files for my grandmother's birthday")[:1]
+    query = "merge pdf files for my grandmother's birthday"
+    assert local_search(CATALOG, query, 5, min_coverage=best.coverage).matches
+    assert not local_search(CATALOG, query, 5, min_coverage=best.coverage + 0.01).matches
+    assert 0 < MIN_COVERAGE < 1
+
+
+def test_total_counts_every_fitting_skill_before_the_limit() -> None:
+    catalog = catalog_of(*[(f"pdf-{n}", f"Merge PDF files, way {n}.") for n in range(7)])
+    result = local_search(catalog, "merge pdf files", 3)
+    assert [s.name for s in result.matches] == ["pdf-0", "pdf-1", "pdf-2"] and result.total == 7
+
+
+def test_a_query_naming_a_skill_finds_it_first() -> None:
+    assert names(CATALOG, "systematic-debugging") == ["systematic-debugging"]
+
+
+@pytest.mark.parametrize(("query", "limit"), [("!!", 5), ("   ", 5), ("pdf", 0), ("pdf", 21)])
+def test_tool_errors_as_in_keyword_mode(query: str, limit: int) -> None:
+    with pytest.raises(ToolError):
+        local_search(CATALOG, query, limit)
+
+
+def test_an_empty_catalog_fits_nothing() -> None:
+    assert local_search(catalog_of(), "merge pdf", 5).matches == ()
+
+
+def test_deterministic() -> None:
+    runs = {tuple(names(CATALOG, "edit my spreadsheet and pdf forms")) for _ in range(5)}
+    fresh = catalog_of(*((s.name, s.description) for s in CATALOG.skills))
+    runs.add(tuple(names(fresh, "edit my spreadsheet and pdf forms")))
+    assert len(runs) == 1
+
+
+def test_bodies_are_never_read(tmp_path: Path, write_skill: Callable[..., Path]) -> None:
+    write_skill(tmp_path, "alpha", "name: alpha", "description: Merge PDF files.", body=MARKER)
+    write_skill(tmp_path, "beta", "name: beta", "description: Edit spreadsheets.", body=MARKER)
+    catalog = discover(skills_dirs=[tmp_path], cwd=tmp_path)
+    assert local_search(catalog, MARKER, 5).matches == ()
+    assert names(catalog, "merge pdf") == ["alpha"]
+
+
+def test_no_network(no_network: list[object]) -> None:
+    assert names(CATALOG, "merge pdf files") == ["pdf"]
+    assert no_network == []

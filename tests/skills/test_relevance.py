@@ -1,0 +1,101 @@
+"""The relevance scorer: stems, BM25F weights, synonym concepts and query coverage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from siftlib.skills.catalog import Catalog, Skill
+from siftlib.skills.relevance import SYNONYM_WEIGHT, RelevanceIndex, terms
+
+
+def catalog_of(*skills: tuple[str, str]) -> Catalog:
+    return Catalog(
+        skills=tuple(
+            Skill(name, description, Path(f"/s/{name}/SKILL.md"), Path(f"/s/{name}"))
+            for name, description in skills
+        )
+    )
+
+
+def ranked_names(catalog: Catalog, query: str) -> list[str]:
+    return [catalog.skills[s.position].name for s in catalog.relevance.rank(query)]
+
+
+def test_terms_drop_function_words_and_stem_the_rest() -> None:
+    assert terms("Please help me merge these PDFs") == ["merg", "pdf"]
+    assert terms("merging merged merges") == ["merg", "merg", "merg"]
+    assert terms("pdfs csvs PRs") == ["pdf", "csv", "pr"]  # plural acronyms, too
+    assert terms("the and of to") == []
+
+
+def test_inflections_match_through_the_stemmer() -> None:
+    catalog = catalog_of(("pdf-tools", "Merges several files."), ("other", "Splits things."))
+    assert ranked_names(catalog, "merging") == ["pdf-tools"]
+
+
+def test_a_synonym_finds_a_skill_that_shares_no_word() -> None:
+    catalog = catalog_of(("ledger", "Edit Excel workbooks."), ("canvas", "Draw on a canvas."))
+    (only,) = catalog.relevance.rank("fix my spreadsheet")
+    assert catalog.skills[only.position].name == "ledger"
+    # "spreadsheet" is matched by a synonym, "fix" by nothing: partial coverage.
+    assert 0 < only.coverage < SYNONYM_WEIGHT
+
+
+def test_the_literal_word_outranks_its_synonym() -> None:
+    catalog = catalog_of(("a-tool", "Edit Excel files."), ("b-tool", "Edit spreadsheet files."))
+    assert ranked_names(catalog, "spreadsheet") == ["b-tool", "a-tool"]
+
+
+def test_the_name_weighs_more_than_the_description() -> None:
+    catalog = catalog_of(("a-tool", "Reads csv files."), ("csv", "Reads files."))
+    assert ranked_names(catalog, "csv") == ["csv", "a-tool"]
+
+
+def test_a_query_term_counts_once_however_many_synonyms_match() -> None:
+    catalog = catalog_of(
+        ("a-sheets", "Excel xlsx workbook pivot formulas."),
+        ("b-report", "A spreadsheet in a pdf report."),
+    )
+    report, sheets = catalog.relevance.rank("spreadsheet pdf")
+    assert catalog.skills[report.position].name == "b-report" and report.coverage == 1.0
+    assert sheets.coverage == pytest.approx(SYNONYM_WEIGHT / 2)
+
+
+def test_rare_words_weigh_more_than_common_ones() -> None:
+    catalog = catalog_of(
+        ("alpha", "Fuzz parsers."),
+        ("beta", "Review parsers."),
+        ("gamma", "Review services."),
+        ("delta", "Review clients."),
+    )
+    assert ranked_names(catalog, "review fuzz")[0] == "alpha"
+
+
+def test_a_query_naming_a_skill_puts_it_first_with_full_coverage() -> None:
+    catalog = catalog_of(("git-bisect", "Find a regression."), ("bisect-git", "Git bisect git."))
+    first = catalog.relevance.rank("Git-Bisect")[0]
+    assert catalog.skills[first.position].name == "git-bisect" and first.coverage == 1.0
+
+
+def test_unknown_words_lower_the_coverage() -> None:
+    catalog = catalog_of(("pdf-merge", "Merge PDF files into one."))
+    (full,) = catalog.relevance.rank("merge pdf files")
+    (near_miss,) = catalog.relevance.rank("merge my sourdough starter recipes")
+    assert full.coverage == 1.0 and near_miss.coverage < 0.35
+
+
+def test_no_match_and_no_terms_rank_nothing() -> None:
+    catalog = catalog_of(("pdf-merge", "Merge PDF files."))
+    assert catalog.relevance.rank("zebra") == []
+    assert catalog.relevance.rank("please help me") == []
+    assert catalog_of().relevance.rank("merge") == []
+
+
+def test_ranking_is_deterministic_across_builds() -> None:
+    skills = [(f"skill-{n:02d}", f"Review {'code ' * (n % 3)}and tests {n}.") for n in range(40)]
+    first = catalog_of(*skills).relevance.rank("review tests")
+    again = RelevanceIndex.build(catalog_of(*reversed(skills)).skills).rank("review tests")
+    assert first == again
+    assert first == sorted(first, key=lambda s: (-s.score, s.position))
