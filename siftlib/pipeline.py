@@ -44,7 +44,7 @@ from siftlib.errors import NoResultsError, QueryError
 from siftlib.hits import Hit
 from siftlib.metrics import Metrics
 from siftlib.sources import SOURCES, BadResponse, Source
-from siftlib.store import StoreError, cache_key, open_store
+from siftlib.store import Reservation, StoreError, cache_key, open_store
 
 if TYPE_CHECKING:
     from siftlib.store import Store
@@ -264,7 +264,8 @@ class Searcher:
         day = utc_day(now)
         warnings: list[str] = ["digest: not supported"] if request.digest else []
 
-        planned, reserved = self._plan(request, query, day, warnings)
+        plan = self._plan(request, query, day, warnings)
+        planned = list(plan)
         merge = self._merge_mode(rerank, planned)
         key = None
         if request.use_cache and self.store is not None and planned:
@@ -282,10 +283,11 @@ class Searcher:
                 cached, key = None, None
                 warnings.append(f"store: {exc}")
             if cached is not None:
-                self._release_all(reserved, day)
+                self._release_all(plan)
                 self.metrics.inc("search_cache_hit")
+                hits = list(cached.hits)
                 return self._finish(
-                    request, query, cached, warnings, planned, [], started, 0, cached=True
+                    request, query, hits, warnings, planned, [], started, 0, cached=True
                 )
             self.metrics.inc("search_cache_miss")
 
@@ -296,9 +298,8 @@ class Searcher:
         outcomes = self._fan_out(planned, query, k, started)
         by_source: dict[str, list[Hit]] = {}
         failed: list[str] = []
-        credits: dict[str, int] = {}
         for outcome in outcomes:
-            self._account(request.caller, outcome, reserved, day, credits)
+            self._account(request.caller, outcome, plan[outcome.name], day)
             if outcome.failure is None:
                 by_source[outcome.name] = outcome.hits
             else:
@@ -327,7 +328,7 @@ class Searcher:
         response = self._finish(
             request, query, hits, warnings, ok, failed, started, rerank_ms, cached=False
         )
-        response.credits = credits
+        response.credits = {o.name: o.credits for o in outcomes if o.credits}
         return response
 
     def _merge_mode(self, rerank: bool, planned: Sequence[str]) -> str:
@@ -338,61 +339,55 @@ class Searcher:
 
     def _plan(
         self, request: SearchRequest, query: str, day: str, warnings: list[str]
-    ) -> tuple[list[str], dict[str, int]]:
-        """Choose the sources to call; reserve daily credits for the paid ones."""
-        planned: list[str] = []
-        reserved: dict[str, int] = {}
+    ) -> dict[str, Reservation | None]:
+        """Choose the sources to call, each with its daily-cap reservation (None: no cap)."""
+        plan: dict[str, Reservation | None] = {}
         for name, adapter in self._sources.items():
             if request.sources is not None and name not in request.sources:
                 continue
             why = self.unavailable(name)
             if why is None and adapter.query_too_long(query):
                 why = "query too long"
-            if why is None and not self._reserve(name, day, reserved):
-                why = "daily cap"
+            reservation = None
             if why is None:
-                planned.append(name)
+                capped, reservation = self._reserve(name, day)
+                if capped:
+                    why = "daily cap"
+            if why is None:
+                plan[name] = reservation
             else:
                 warnings.append(f"{name}: {why}")
-        return planned, reserved
+        return plan
 
-    def _reserve(self, name: str, day: str, reserved: dict[str, int]) -> bool:
-        """Reserve one credit of a capped source, noted in `reserved`; False at the cap."""
+    def _reserve(self, name: str, day: str) -> tuple[bool, Reservation | None]:
+        """Reserve one credit of a capped source; return (at the cap, the reservation)."""
         cap = self.config.source(name).daily_credit_cap  # always 0 for SearXNG
         if not cap or self.store is None:
-            return True
-        if not self.store.reserve(name, day=day, cap=cap, credits=1):
-            return False
-        reserved[name] = 1
-        return True
+            return False, None
+        reservation = self.store.reserve(name, day=day, cap=cap, credits=1)
+        return reservation is None, reservation
 
-    def _release_all(self, reserved: dict[str, int], day: str) -> None:
-        for name, amount in reserved.items():
-            if self.store is not None:
-                self.store.release(name, day=day, reserved=amount)
+    def _release_all(self, plan: dict[str, Reservation | None]) -> None:
+        for reservation in plan.values():
+            if reservation is not None and self.store is not None:
+                self.store.release(reservation)
 
     def _account(
-        self,
-        caller: str,
-        outcome: SourceOutcome,
-        reserved: dict[str, int],
-        day: str,
-        credits: dict[str, int],
+        self, caller: str, outcome: SourceOutcome, reservation: Reservation | None, day: str
     ) -> None:
         """Settle the cap reservation and count the call, its credits and its failure."""
         name = outcome.name
-        if name in reserved and self.store is not None:
-            if not outcome.sent:
-                self.store.release(name, day=day, reserved=reserved[name])
-            elif outcome.failure != "timeout":
-                self.store.settle(name, day=day, reserved=reserved[name], actual=outcome.credits)
-        elif outcome.credits and self.store is not None:
+        if reservation is None and outcome.credits and self.store is not None:
             # No cap, so nothing was reserved; the daily total still counts every credit.
-            self.store.settle(name, day=day, reserved=0, actual=outcome.credits)
+            reservation = self.store.reserve(name, day=day, cap=0)
+        if reservation is not None and self.store is not None:
+            if not outcome.sent:
+                self.store.release(reservation)
+            elif outcome.failure != "timeout":  # a timed-out call may be charged: kept booked
+                self.store.settle(reservation, actual=outcome.credits)
         if outcome.sent:
             self.metrics.inc("search_queries", caller=caller, source=name)
         if outcome.credits:
-            credits[name] = outcome.credits
             self.metrics.inc("search_credits", outcome.credits, caller=caller, source=name)
         if outcome.failure is not None:
             kind = (
@@ -431,11 +426,11 @@ class Searcher:
         """
         day = utc_day(self.clock())
         deadline = time.monotonic() + self.config.timeout
-        reserved: dict[str, int] = {}
-        if not self._reserve(name, day, reserved):
+        capped, reservation = self._reserve(name, day)
+        if capped:
             return SourceOutcome(name, failure="daily cap", sent=False)
         outcome = self._call(name, request, deadline)
-        self._account(caller, outcome, reserved, day, {})
+        self._account(caller, outcome, reservation, day)
         return outcome
 
     def _call(self, name: str, request: httpx.Request, deadline: float) -> SourceOutcome:

@@ -1,15 +1,42 @@
 """The store: the search-result cache and the daily credit ledger of paid sources (search.md §6).
 
-The pipeline sees only the `Store` protocol; `SQLiteStore` is the embedded default, one file
-(`server.db`, WAL) shared by every command and every sift process on the host:
+The pipeline sees only the `Store` protocol below. `open_store` gives the embedded default:
+`SQLiteStore`, one file (`server.db`, WAL) shared by every command and every sift process on
+the host, behind `RecentHits` (`siftlib.recent_hits`), which answers recent hits from memory:
 
     store = open_store(config.db)
     key = cache_key(query=q, sources=["searxng", "tavily"], k=8, merge="rrf",
                     hour_bucket="2026-11-30T04", caller_class="fleet")
-    hits = store.cache_get(key, now=now)                     # None on a miss
-    if store.reserve("tavily", day="2026-11-30", cap=500):    # before the call
+    cached = store.cache_get(key, now=now)          # Cached(hits, expires), or None on a miss
+    reservation = store.reserve("tavily", day="2026-11-30", cap=500)    # before the call
+    if reservation is not None:                     # None: at the cap, do not call
         ...
-        store.settle("tavily", day="2026-11-30", reserved=1, actual=credits)
+        store.settle(reservation, actual=credits)   # or store.release(reservation) if unsent
+
+The protocol, for every backend (this SQLite file, a shared Redis/Valkey server) and for the
+memory front that wraps them:
+
+- `cache_get(key, *, now) -> Cached | None`: the hits stored under `key` with their expiry
+  (epoch seconds), or None when absent or `expires <= now`; never an expired entry. Raises
+  `StoreError` on a fault (the caller then searches uncached).
+- `cache_put(key, hits, *, now, ttl)`: store `hits` until `expiry(now, ttl)`, which is at the
+  latest the end of the UTC hour. Raises `StoreError` on a fault.
+- `sweep(*, now) -> int`: delete expired entries and return how many. Never raises.
+- `reserve(source, *, day, cap, credits=1) -> Reservation | None`: hold `credits` against the
+  source's total for `day` (UTC `YYYY-MM-DD`), atomically for every thread and process sharing
+  the backend; None when that would pass `cap` (or `credits > cap`). `cap == 0` means no cap:
+  the reservation holds nothing (`credits == 0`) and books nothing until it is settled. Never
+  raises: on a fault it is booked in this process's memory (`ledger == "memory"`), which
+  starts from the last total read, so the cap still holds within the process.
+- `settle(reservation, *, actual)`: replace the reservation by what the call cost, `actual`
+  credits, booked even past the cap (they are spent). Never raises.
+- `release(reservation)`: give back a reservation whose call never went out. Never raises.
+  A reservation is settled or released once; one kept (a call that timed out, which the
+  provider may well have charged) simply stays booked.
+- `daily_credits(*, day) -> dict[str, int]`: credits spent or reserved per source on `day`,
+  memory bookings included. Never raises.
+- `problem -> str | None`: one sentence on the current fault (shown by `/healthz`), else None.
+- `close()`: let go of the backend; later cache operations raise `StoreError`.
 
 Decisions:
 
@@ -22,6 +49,8 @@ Decisions:
   the hour bucket, so nobody can hit it later, and the file stays bounded by one hour of
   searches. Expired rows are never served; `sweep()` deletes them, and so do a store's first
   `cache_put` and every 256th after it.
+- Recent hits are answered from memory by `RecentHits`, not here: this class always reads
+  the file, so any backend gets the same front.
 - Threads: writes (puts, sweeps, the ledger) share one connection behind a lock, so threads
   queue in Python instead of in SQLite's sleeping busy handler. Lookups take a connection of
   their own from a pool and never wait on that lock: a put stuck for up to the busy timeout
@@ -43,9 +72,9 @@ Decisions:
 - Cap accounting never raises: without the file, credits go to an in-memory ledger per
   (source, day), which starts from the last total this process read from the file, so the
   cap still holds within the process. What was settled in memory is written to the file by
-  the next cap operation on that source and day that reaches it. (Which ledger holds a
-  reservation is inferred from its size, so a settle racing the end of a fault may book a
-  credit in the other one.) `sweep` and `daily_credits` never raise either.
+  the next cap operation on that source and day that reaches it. A `Reservation` names the
+  ledger that holds it, so a settle after the fault has ended books its credits exactly once.
+  `sweep` and `daily_credits` never raise either.
 - Files: the directories sift creates for the file are 0700 and a new file is 0600 (SQLite
   gives its `-wal` and `-shm` the file's mode), whatever the umask, so no other local user
   can read the cache or swap `cache.db`. An existing directory or file keeps the mode its
@@ -63,10 +92,11 @@ import logging
 import os
 import sqlite3
 import threading
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Literal, NamedTuple, Protocol, TypeVar
 
 from siftlib.errors import SiftError
 from siftlib.hits import Hit
@@ -77,7 +107,6 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT = 1.0
 SWEEP_EVERY = 256
-HOT_ENTRIES = 1024
 _FIELDS = ("url", "title", "snippet", "score", "source")
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -106,19 +135,47 @@ class StoreError(SiftError):
     """A store read or write failed."""
 
 
-class Store(Protocol):
-    """What the pipeline needs from a store; a shared backend (Redis/Valkey) could implement it."""
+class Cached(NamedTuple):
+    """Hits read from the cache, and when they expire (epoch seconds)."""
 
-    def cache_get(self, key: str, *, now: float) -> list[Hit] | None: ...
+    hits: tuple[Hit, ...]
+    expires: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Credits held against a paid source's daily cap, and the ledger that holds them.
+
+    `ledger` is `"shared"` for the backend every process sees (the SQLite file, a Redis
+    server) and `"memory"` for this process's fallback ledger during a fault.
+    """
+
+    source: str
+    day: str
+    credits: int
+    ledger: Literal["shared", "memory"] = "shared"
+
+
+class Store(Protocol):
+    """What the pipeline needs from a store; each method's terms are in the module docstring."""
+
+    def cache_get(self, key: str, *, now: float) -> Cached | None: ...
     def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None: ...
     def sweep(self, *, now: float) -> int: ...
-    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> bool: ...
-    def settle(self, source: str, *, day: str, reserved: int, actual: int) -> None: ...
-    def release(self, source: str, *, day: str, reserved: int) -> None: ...
+    def reserve(
+        self, source: str, *, day: str, cap: int, credits: int = 1
+    ) -> Reservation | None: ...
+    def settle(self, reservation: Reservation, *, actual: int) -> None: ...
+    def release(self, reservation: Reservation) -> None: ...
     def daily_credits(self, *, day: str) -> dict[str, int]: ...
     @property
     def problem(self) -> str | None: ...
     def close(self) -> None: ...
+
+
+def expiry(now: float, ttl: float) -> float:
+    """Return when an entry put at `now` expires: after `ttl`, at the latest at the hour's end."""
+    return min(now + ttl, (now // 3600 + 1) * 3600)
 
 
 def _norm(query: str) -> str:
@@ -149,8 +206,6 @@ class SQLiteStore:
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._puts = 0
-        self._hot: OrderedDict[str, tuple[float, list[Hit]]] = OrderedDict()
-        self._hot_lock = threading.Lock()
         # The in-memory ledger: the last total read from the file, plus what the file has not
         # seen (signed), plus reservations made in memory and not yet settled.
         self._seen: dict[tuple[str, str], int] = defaultdict(int)
@@ -162,31 +217,14 @@ class SQLiteStore:
         """A one-sentence description of the current fault, else None (a lock clears on success)."""
         return self._problem
 
-    def cache_get(self, key: str, *, now: float) -> list[Hit] | None:
+    def cache_get(self, key: str, *, now: float) -> Cached | None:
         """Return the cached hits under `key`, or None when there are none or they expired."""
-        with self._hot_lock:
-            expires, hits = self._hot.get(key, (0.0, []))
-            if expires > now:
-                self._hot.move_to_end(key)
-                return list(hits)
         row = self._read(
             lambda db: db.execute(
                 "SELECT hits, expires FROM search WHERE key = ? AND expires > ?", (key, now)
             ).fetchone()
         )
-        if row is None:
-            return None
-        hits = _decode(row[0])
-        self._remember(key, row[1], hits)
-        return list(hits)
-
-    def _remember(self, key: str, expires: float, hits: list[Hit]) -> None:
-        """Keep a recent entry in memory, dropping the least recently used past the bound."""
-        with self._hot_lock:
-            self._hot[key] = (expires, hits)
-            self._hot.move_to_end(key)
-            if len(self._hot) > HOT_ENTRIES:
-                self._hot.popitem(last=False)
+        return None if row is None else Cached(_decode(row[0]), row[1])
 
     def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None:
         """Store hits under `key` until `now + ttl`, at the latest the end of the UTC hour."""
@@ -195,7 +233,7 @@ class SQLiteStore:
             ensure_ascii=False,
             separators=(",", ":"),
         )
-        expires = min(now + ttl, (now // 3600 + 1) * 3600)
+        expires = expiry(now, ttl)
 
         def put(db: sqlite3.Connection) -> None:
             db.execute(
@@ -208,7 +246,6 @@ class SQLiteStore:
 
         self._run(put)
         self._puts += 1
-        self._remember(key, expires, list(hits))
 
     def sweep(self, *, now: float) -> int:
         """Delete expired rows and return how many went; a fault deletes nothing (never raises)."""
@@ -219,12 +256,12 @@ class SQLiteStore:
         except StoreError:
             return 0
 
-    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> bool:
-        """Reserve credits of a paid source before calling it; False at the cap. Never raises."""
+    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
+        """Reserve credits of a paid source before calling it; None at the cap. Never raises."""
         if cap == 0:
-            return True
+            return Reservation(source, day, 0)
         if credits > cap:
-            return False
+            return None
         slot = (source, day)
         with self._lock:
             try:
@@ -232,20 +269,22 @@ class SQLiteStore:
                 granted, used = self._run(lambda db: _reserve(db, slot, cap=cap, credits=credits))
             except StoreError:
                 if self._total(slot) + credits > cap:
-                    return False
+                    return None
                 self._unsynced[slot] += credits
                 self._held[slot] += credits
-                return True
+                return Reservation(source, day, credits, "memory")
             self._seen[slot] = used
-            return granted
+            return Reservation(source, day, credits) if granted else None
 
-    def settle(self, source: str, *, day: str, reserved: int, actual: int) -> None:
+    def settle(self, reservation: Reservation, *, actual: int) -> None:
         """Replace a reservation by the credits the call actually cost. Never raises."""
-        self._adjust((source, day), reserved=reserved, actual=actual)
+        if reservation.credits or actual:
+            self._adjust(reservation, actual=actual)
 
-    def release(self, source: str, *, day: str, reserved: int) -> None:
+    def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call never went out. Never raises."""
-        self._adjust((source, day), reserved=reserved, actual=0)
+        if reservation.credits:
+            self._adjust(reservation, actual=0)
 
     def daily_credits(self, *, day: str) -> dict[str, int]:
         """Return the credits spent (or reserved) per source on a UTC day. Never raises."""
@@ -275,13 +314,14 @@ class SQLiteStore:
     def _total(self, slot: tuple[str, str]) -> int:
         return self._seen[slot] + self._unsynced[slot]
 
-    def _adjust(self, slot: tuple[str, str], *, reserved: int, actual: int) -> None:
-        source, day = slot
+    def _adjust(self, reservation: Reservation, *, actual: int) -> None:
+        source, day, reserved = reservation.source, reservation.day, reservation.credits
+        slot = (source, day)
+        # A reservation booked in memory is unknown to the file: the file gets the whole
+        # actual spend; one booked in the file gets the difference.
+        from_memory = reservation.ledger == "memory"
+        delta = actual if from_memory else actual - reserved
         with self._lock:
-            # A reservation made in memory is unknown to the file: the file gets the whole
-            # actual spend; one made in the file gets the difference.
-            from_memory = 0 < reserved <= self._held[slot]
-            delta = actual if from_memory else actual - reserved
             try:
                 self._sync(slot)
                 row = self._run(lambda db: db.execute(_ADD, (day, source, delta, delta)).fetchone())
@@ -369,7 +409,14 @@ class _NewerSchema(Exception):
     """The database file was written by a newer sift."""
 
 
-def open_store(path: Path) -> SQLiteStore:
+def open_store(path: Path) -> Store:
+    """Open the store file (created with its schema if needed) behind the memory front."""
+    from siftlib.recent_hits import RecentHits
+
+    return RecentHits(open_sqlite(path))
+
+
+def open_sqlite(path: Path) -> SQLiteStore:
     """Open (creating it and its schema if needed) the store file; never raises."""
     try:
         _make_private_dirs(path.parent)
@@ -487,11 +534,11 @@ def _reserve(
     return False, int(row[0])
 
 
-def _decode(value: str) -> list[Hit]:
+def _decode(value: str) -> tuple[Hit, ...]:
     """Turn a cached value back into hits; anything else is a fault, never a wrong answer."""
     try:
         items = json.loads(value)
-        hits = [Hit(**{name: item[name] for name in _FIELDS}) for item in items]
+        hits = tuple(Hit(**{name: item[name] for name in _FIELDS}) for item in items)
     except (ValueError, TypeError, KeyError) as exc:
         raise StoreError("a cached entry is unreadable") from exc
     for hit in hits:

@@ -29,9 +29,10 @@ WORKER = textwrap.dedent(
     def race():
         mine = 0
         for _ in range(60):
-            if store.reserve("tavily", day="2025-11-30", cap=cap):
+            reservation = store.reserve("tavily", day="2025-11-30", cap=cap)
+            if reservation is not None:
                 time.sleep(0.001)  # the upstream call, so the two processes overlap
-                store.settle("tavily", day="2025-11-30", reserved=1, actual=1)
+                store.settle(reservation, actual=1)
                 mine += 1
         granted.append(mine)
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from siftlib import store as store_module  # noqa: E402
 from siftlib.hits import Hit  # noqa: E402
-from siftlib.store import cache_key, open_store  # noqa: E402
+from siftlib.store import cache_key, open_sqlite, open_store  # noqa: E402
 
 NOW = 1_764_475_200.0
 DAY = "2025-11-30"
@@ -93,8 +93,7 @@ def bench_lookups(path: Path) -> None:
         f"  ({verdict(memory)})"
     )
     store.close()
-    store_module.HOT_ENTRIES = 0  # from here on every lookup reads the file
-    store = open_store(path)
+    store = open_sqlite(path)  # from here on every lookup reads the file, no memory front
     time_lookups(pooled, keys, [])  # warm the page cache and the statement caches
     one: list[int] = []
     time_lookups(pooled, keys * 5, one)
@@ -128,7 +127,7 @@ def bench_lookups(path: Path) -> None:
         with lock:
             return store.cache_get(k, now=NOW)
 
-    own = [open_store(path) for _ in range(8)]
+    own = [open_sqlite(path) for _ in range(8)]
     designs = {
         "pooled readers (shipped)": [pooled],
         "one lock around lookups": [locked],
@@ -166,8 +165,9 @@ def bench_reservations(path: Path) -> None:
         reserve.append(time.perf_counter_ns() - started)
     for _ in range(3000):
         started = time.perf_counter_ns()
-        assert store.reserve("brave_llm", day=DAY, cap=1_000_000)
-        store.settle("brave_llm", day=DAY, reserved=1, actual=1)
+        reservation = store.reserve("brave_llm", day=DAY, cap=1_000_000)
+        assert reservation is not None
+        store.settle(reservation, actual=1)
         both.append(time.perf_counter_ns() - started)
     print(
         f"cap reservation (reserve):                median {median_us(reserve):7.1f} µs"
