@@ -6,10 +6,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gatewaykit import FakeUpstream, fixture_bytes, write_config
 
 CATALOG = Path(__file__).resolve().parents[1] / "testdata" / "skills" / "catalog"
 SIFT = Path(sys.executable).parent / "sift"
@@ -80,3 +83,36 @@ def test_end_of_input_at_once_exits_0_silently(env: dict[str, str], tmp_path: Pa
 def test_mcp_is_in_the_command_list() -> None:
     done = subprocess.run([str(SIFT), "--help"], capture_output=True, text=True, timeout=60)
     assert "  mcp " in done.stdout
+
+
+def test_a_cancelled_search_is_never_answered(env: dict[str, str], tmp_path: Path) -> None:
+    gate = threading.Event()
+    searxng = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"), gate=gate)
+    env["SIFT_CONFIG"] = str(write_config(tmp_path, searxng=searxng.url, timeout="20s"))
+    server = subprocess.Popen(
+        [str(SIFT), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        search = {"name": "web_search", "arguments": {"query": "sqlite wal"}}
+        server.stdin.write(lines(request(7, "tools/call", search)))
+        server.stdin.flush()
+        while not searxng.calls:  # the search is upstream, held by the gate
+            time.sleep(0.01)
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled"}
+        server.stdin.write(lines({**cancel, "params": {"requestId": 7}}, request(8, "ping")))
+        server.stdin.flush()
+        assert json.loads(server.stdout.readline()) == {"jsonrpc": "2.0", "id": 8, "result": {}}
+        server.stdin.close()
+        gate.set()
+        assert server.stdout.read() == b""
+        assert server.wait(60) == 0
+    finally:
+        gate.set()
+        server.kill()
+        searxng.close()

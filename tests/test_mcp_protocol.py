@@ -79,7 +79,7 @@ class Peer:
         self._to_server: IO[bytes] = os.fdopen(in_write, "wb")
         self._from_server: IO[bytes] = os.fdopen(out_read, "rb")
         server_in, server_out = os.fdopen(in_read, "rb"), os.fdopen(out_write, "wb")
-        self.server = Server(tools.all(), info=ServerInfo("sift", "9.9", "sift", "Use it."))
+        self.server = Server(tools.all, info=ServerInfo("sift", "9.9", "sift", "Use it."))
         self.server.workers = workers
         self.code: int | None = None
 
@@ -408,7 +408,7 @@ def echo(i: int) -> dict[str, Any]:
 
 
 def test_each_message_is_one_whole_line_in_one_write(tools: Tools) -> None:
-    server = Server(tools.all(), info=ServerInfo("sift", "1"), workers=8)
+    server = Server(tools.all, info=ServerInfo("sift", "1"), workers=8)
     lines = [
         json.dumps(
             {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": call("echo", "é" * i)}

@@ -64,6 +64,6 @@ def run(args: argparse.Namespace) -> int:
     )
     info = ServerInfo(name="sift", title="sift", version=__version__, instructions=INSTRUCTIONS)
     try:
-        return Server(toolbox.tools(), info=info).serve(sys.stdin.buffer, protocol_out)
+        return Server(toolbox.tools, info=info).serve(sys.stdin.buffer, protocol_out)
     finally:
         toolbox.close()

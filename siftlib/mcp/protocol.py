@@ -1,6 +1,6 @@
 """The MCP protocol on stdio: JSON-RPC 2.0, one message per line, both protocol eras.
 
-    server = Server(tools, info=ServerInfo(name="sift", version="0.1.0"))
+    server = Server(toolbox.tools, info=ServerInfo(name="sift", version="0.1.0"))
     code = server.serve(sys.stdin.buffer, protocol_out)
 
 The reading thread parses each line and answers everything but `tools/call` itself, at once
@@ -147,14 +147,24 @@ class _Call:
 class Server:
     """An MCP server over a pair of byte streams."""
 
-    def __init__(self, tools: Sequence[Tool], *, info: ServerInfo, workers: int = 8) -> None:
-        self.tools = {tool.name: tool for tool in tools}
+    def __init__(
+        self, tools: Callable[[], Sequence[Tool]], *, info: ServerInfo, workers: int = 8
+    ) -> None:
+        self._list_tools = tools
+        self._tools: dict[str, Tool] | None = None
         self.info = info
         self.workers = workers
         self._out: IO[bytes] | None = None
         self._write_lock = threading.Lock()
         self._calls_lock = threading.Lock()
         self._calls: dict[object, _Call] = {}
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        """The tools by name, listed on first use: `initialize` never waits for them."""
+        if self._tools is None:
+            self._tools = {tool.name: tool for tool in self._list_tools()}
+        return self._tools
 
     def serve(self, stdin: IO[bytes], stdout: IO[bytes]) -> int:
         """Answer messages from `stdin` on `stdout` until end of input; return 0."""
