@@ -3,6 +3,11 @@
 Each subcommand module offers `add_arguments(parser)` and `run(args) -> int`. Only the
 chosen module is imported, so `sift search` never pays for the server or the bake-off. A
 two-word name (`rerank-skills eval`) is a command of its own, chosen by its first two words.
+
+Two rules hold for every command, so they live here: a config file named by `--config` or
+`$SIFT_CONFIG` must exist (only the default path may be missing), and under `--json` every
+failure, a usage error included, prints `{"error": "…"}` on stdout as well as the sentence
+on stderr.
 """
 
 from __future__ import annotations
@@ -10,10 +15,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from siftlib import __version__
 
 COMMANDS = {
+    "init": ("siftlib.commands.init", "write a commented config.toml and a secret.env template"),
     "search": ("siftlib.commands.search", "one web search; prints the fused hits"),
     "serve": ("siftlib.commands.serve", "the HTTP gateway (native and Firecrawl-compatible API)"),
     "rerank-skills": (
@@ -51,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, summary = COMMANDS[name]
     module = importlib.import_module(module_name)
-    parser = argparse.ArgumentParser(prog=f"sift {name}", description=summary)
+    as_json = "--json" in argv
+    parser = _parser_class(as_json)(prog=f"sift {name}", description=summary)
     parser.add_argument(
         "--config",
         metavar="FILE",
@@ -59,5 +67,28 @@ def main(argv: list[str] | None = None) -> int:
     )
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
+    if name != "init":  # init writes the file --config names
+        from siftlib.commands import fail
+        from siftlib.config import resolve_config_path
+        from siftlib.errors import ConfigError
+
+        try:
+            resolve_config_path(args.config)
+        except ConfigError as exc:
+            return fail(f"sift {name}", exc, 2, as_json=as_json)
     code: int = module.run(args)
     return code
+
+
+def _parser_class(as_json: bool) -> type[argparse.ArgumentParser]:
+    """Return an argument parser class whose usage errors also speak JSON under `--json`."""
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> NoReturn:
+            if as_json:
+                from siftlib.commands import print_json_error
+
+                print_json_error(message)
+            super().error(message)
+
+    return Parser

@@ -15,9 +15,11 @@ key. `Secrets` never shows a value in its repr.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,13 +47,26 @@ def _user_state_dir() -> Path:
     return Path(platformdirs.user_state_dir("sift"))
 
 
-def resolve_config_path(explicit: str | None = None) -> Path:
-    """Return the config path: `--config` > `$SIFT_CONFIG` > the user config dir."""
+def locate_config(explicit: str | None = None) -> tuple[Path, str | None]:
+    """Return the config path and what named it: `--config`, `$SIFT_CONFIG`, or None (default)."""
     if explicit:
-        return Path(explicit)
+        return Path(explicit), "--config"
     if os.environ.get("SIFT_CONFIG"):
-        return Path(os.environ["SIFT_CONFIG"])
-    return _user_config_dir() / "config.toml"
+        return Path(os.environ["SIFT_CONFIG"]), "$SIFT_CONFIG"
+    return _user_config_dir() / "config.toml", None
+
+
+def resolve_config_path(explicit: str | None = None) -> Path:
+    """Return the config path: `--config` > `$SIFT_CONFIG` > the user config dir.
+
+    Only the default path may be missing (all defaults): a file named by `--config` or
+    `$SIFT_CONFIG` that does not exist is a `ConfigError`, since running on defaults then
+    would quietly do something other than what was meant.
+    """
+    path, named_by = locate_config(explicit)
+    if named_by and not path.exists():
+        raise ConfigError(f"{path}: no such config file (named by {named_by})")
+    return path
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -109,6 +124,8 @@ class Config:
     cache_ttl: float = 3600.0
     sources: tuple[SourceConfig, ...] = ()
     skill_search: Mapping[str, Any] = field(default_factory=dict)
+    # True when the file sets server.secret_env: then a missing secret.env is worth a warning.
+    secret_env_configured: bool = False
 
     def source(self, name: str) -> SourceConfig:
         """Return the config of the source called `name`."""
@@ -249,6 +266,7 @@ def load_config(explicit: str | None = None) -> Config:
         cache_ttl=search.duration("cache_ttl", "1h"),
         sources=tuple(sources),
         skill_search=root.get("skill_search", dict, {}),
+        secret_env_configured="secret_env" in server.data,
     )
 
 
@@ -264,7 +282,15 @@ def load_client_config(server_url: str | None = None) -> ClientConfig | None:
     """Return the client config (`--server` or `client.toml`), or None for in-process search."""
     token = os.environ.get("SIFT_TOKEN") or None
     if server_url:
-        return ClientConfig(url=server_url.rstrip("/"), token=token)
+        try:
+            url = _Table({"server": server_url}, "--", Path("the command line")).url("server", "")
+        except ConfigError:
+            # A usage error, not an unreachable server: exit 5 would send agents to their
+            # built-in search when the command line is what needs fixing.
+            raise ConfigError(
+                f"--server must be a URL such as http://127.0.0.1:8787, not {server_url!r}"
+            ) from None
+        return ClientConfig(url=url.rstrip("/"), token=token)
     path = _user_config_dir() / "client.toml"
     table = _Table(read_toml(path), "", path)
     if not table.data:
@@ -278,9 +304,16 @@ def load_client_config(server_url: str | None = None) -> ClientConfig | None:
 class Secrets:
     """Keys from `secret.env`, with the process environment as fallback; values never shown."""
 
-    def __init__(self, values: Mapping[str, str], environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, str],
+        environ: Mapping[str, str] | None = None,
+        *,
+        file_missing: bool = False,
+    ) -> None:
         self._values = dict(values)
         self._environ = os.environ if environ is None else environ
+        self.file_missing = file_missing
 
     def __repr__(self) -> str:
         return f"<Secrets keys={sorted(self._keys())}>"
@@ -324,12 +357,33 @@ def parse_secret_env(text: str, path: Path) -> dict[str, str]:
     return values
 
 
-def load_secrets(path: Path, environ: Mapping[str, str] | None = None) -> Secrets:
-    """Load `secret.env` once; a missing file leaves only the environment."""
+def load_secrets(
+    path: Path, environ: Mapping[str, str] | None = None, *, expected: bool = False
+) -> Secrets:
+    """Load `secret.env` once; a missing file leaves only the environment.
+
+    Warns (on the `sift` logger) when an `expected` file is missing, and when the file is
+    open to group or others, with the `chmod` that fixes it.
+    """
+    log = logging.getLogger("sift")
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open(encoding="utf-8") as f:
+            mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+            text = f.read()
     except FileNotFoundError:
-        text = ""
+        if expected:
+            log.warning(
+                "%s (server.secret_env) does not exist: keys come from the environment only",
+                path,
+            )
+        return Secrets({}, environ, file_missing=True)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot be read ({type(exc).__name__})") from None
+    if mode & 0o077:
+        log.warning(
+            "%s has mode %04o, so other users may read its keys: run chmod 600 %s",
+            path,
+            mode,
+            path,
+        )
     return Secrets(parse_secret_env(text, path), environ)

@@ -185,6 +185,7 @@ class Searcher:
         self._keys: dict[str, str | None] = {}
         self._upstreams: dict[str, Upstream] = {}
         self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="sift-source")
+        self._secret_env_missing = secrets.file_missing and config.secret_env_configured
         for source in config.enabled_sources:
             adapter = SOURCES[source.name](source.url)
             key = secrets.get(adapter.key_name) if adapter.key_name else None
@@ -229,6 +230,10 @@ class Searcher:
             why = self.unavailable(name) or (self._capped(name, day) and "daily cap")
             if why:
                 found.append(f"search.{name}: {why}")
+        if self._secret_env_missing and any(
+            self.unavailable(name) == "missing key" for name in self._sources
+        ):
+            found.append("server.secret_env: file missing")
         if self.store is not None and self.store.problem:
             found.append(f"store: {self.store.problem}")
         return found
@@ -535,7 +540,7 @@ def open_searcher(config: Config, *, allow_private_upstreams: bool = False) -> I
     store = open_store(config.db)
     searcher = Searcher(
         config,
-        load_secrets(config.secret_env),
+        load_secrets(config.secret_env, expected=config.secret_env_configured),
         store=store,
         allow_private_upstreams=allow_private_upstreams,
     )

@@ -1,4 +1,4 @@
-"""`sift search` in-process: output format and exit codes (search.md §1)."""
+"""`sift search`: output format and exit codes (search.md §1), in-process and as typed."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from clikit import sift
 from pytest_httpserver import HTTPServer
 
 from siftlib.cli import main
@@ -21,6 +22,7 @@ def config(tmp_path: Path, httpserver: HTTPServer, *, sources: str = "searxng") 
     path = tmp_path / "config.toml"
     path.write_text(text)
     (tmp_path / "secret.env").write_text("TAVILY_API_KEY=tvly-secret\nBRAVE_API_KEY=brave-secret\n")
+    (tmp_path / "secret.env").chmod(0o600)
     return str(path)
 
 
@@ -160,3 +162,100 @@ def test_second_search_is_served_from_the_cache(
     assert second["results"] == first["results"]
     assert len(httpserver.log) == 1
     assert (tmp_path / "server.db").exists()
+
+
+# Through the command line, as a person types it.
+
+
+def test_unquoted_words_are_one_query(tmp_path: Path, httpserver: HTTPServer) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json({"results": []})
+    done = sift("search", "sqlite", "wal", "mode", "--config", config(tmp_path, httpserver))
+    assert (done.returncode, done.stderr) == (0, "no results\n")
+    [(request, _)] = httpserver.log
+    assert request.args["q"] == "sqlite wal mode"
+
+
+def test_limit_is_an_alias_of_k_that_help_does_not_show(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_data(
+        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
+        content_type="application/json",
+    )
+    path = config(tmp_path, httpserver)
+    by_k = sift("search", "wal", "--k", "1", "--json", "--config", path)
+    by_limit = sift("search", "wal", "--limit", "1", "--json", "--config", path)
+    assert len(json.loads(by_k.stdout)["results"]) == 1
+    assert json.loads(by_limit.stdout)["results"] == json.loads(by_k.stdout)["results"]
+    help_text = sift("search", "--help").stdout
+    assert "--k N" in help_text and "--limit" not in help_text
+
+
+@pytest.mark.parametrize("server", ["127.0.0.1:8787", "ftp://127.0.0.1:8787", "http://"])
+def test_a_server_without_scheme_is_a_usage_error(server: str) -> None:
+    done = sift("search", "q", "--server", server)
+    assert done.returncode == 2  # not 5: SKILL.md sends exit 5 to the built-in search
+    assert done.stderr == (
+        f"sift search: --server must be a URL such as http://127.0.0.1:8787, not {server!r}\n"
+    )
+    as_json = sift("search", "q", "--server", server, "--json")
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout) == {
+        "error": f"--server must be a URL such as http://127.0.0.1:8787, not {server!r}"
+    }
+
+
+def test_json_failure_of_the_search_itself(tmp_path: Path, httpserver: HTTPServer) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_data("no", status=500)
+    done = sift("search", "q", "--json", "--config", config(tmp_path, httpserver))
+    assert done.returncode == 1
+    assert json.loads(done.stdout) == {"error": "no search results: every source failed"}
+    assert done.stderr.splitlines() == [
+        "sift: warning: searxng: 500",
+        "sift search: no search results: every source failed",
+    ]
+
+
+def test_a_secret_env_open_to_others_is_warned_about_once(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json({"results": []})
+    path = config(tmp_path, httpserver)
+    secret = tmp_path / "secret.env"
+    secret.chmod(0o644)
+    done = sift("search", "q", "--config", path)
+    assert done.returncode == 0
+    assert done.stderr == (
+        f"sift: {secret} has mode 0644, so other users may read its keys: "
+        f"run chmod 600 {secret}\nno results\n"
+    )
+    secret.chmod(0o600)
+    assert sift("search", "q", "--config", path).stderr == "no results\n"
+
+
+def test_a_configured_secret_env_that_is_missing_is_warned_about_once(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json({"results": []})
+    path = config(tmp_path, httpserver)
+    secret = tmp_path / "secret.env"
+    secret.unlink()
+    done = sift("search", "q", "--config", path)
+    assert done.returncode == 0
+    assert done.stderr == (
+        f"sift: {secret} (server.secret_env) does not exist: keys come from the environment "
+        "only\nno results\n"
+    )
+
+
+def test_the_default_secret_env_may_be_missing_quietly(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json({"results": []})
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[server]\ndb = "{tmp_path / "server.db"}"\n'
+        f'[search.searxng]\nenabled = true\nurl = "{httpserver.url_for("searxng")}"\n'
+    )
+    done = sift("search", "q", "--config", str(path))
+    assert (done.returncode, done.stderr) == (0, "no results\n")

@@ -28,8 +28,8 @@ def write(tmp_path: Path, text: str) -> str:
     return str(path)
 
 
-def test_missing_file_means_all_defaults(tmp_path: Path) -> None:
-    config = load_config(str(tmp_path / "absent.toml"))
+def test_missing_default_file_means_all_defaults() -> None:
+    config = load_config(None)
     assert (config.k, config.timeout, config.rerank, config.digest, config.cache_ttl) == (
         8,
         8.0,
@@ -217,12 +217,26 @@ def test_bad_durations(text: str) -> None:
         parse_duration(text)
 
 
-def test_config_path_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_path_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config_home = Path(os.environ["XDG_CONFIG_HOME"])
     assert resolve_config_path(None) == config_home / "sift" / "config.toml"
-    monkeypatch.setenv("SIFT_CONFIG", "/etc/sift/env.toml")
-    assert resolve_config_path(None) == Path("/etc/sift/env.toml")
-    assert resolve_config_path("/explicit.toml") == Path("/explicit.toml")
+    from_env, explicit = Path(write(tmp_path, "")), tmp_path / "explicit.toml"
+    explicit.write_text("")
+    monkeypatch.setenv("SIFT_CONFIG", str(from_env))
+    assert resolve_config_path(None) == from_env
+    assert resolve_config_path(str(explicit)) == explicit
+
+
+@pytest.mark.parametrize("named_by", ["--config", "$SIFT_CONFIG"])
+def test_a_named_config_file_must_exist(
+    named_by: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    absent = tmp_path / "absent.toml"
+    if named_by == "$SIFT_CONFIG":
+        monkeypatch.setenv("SIFT_CONFIG", str(absent))
+    with pytest.raises(ConfigError) as error:
+        load_config(str(absent) if named_by == "--config" else None)
+    assert str(error.value) == f"{absent}: no such config file (named by {named_by})"
 
 
 def test_secret_env_parsing(tmp_path: Path) -> None:

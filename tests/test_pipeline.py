@@ -14,7 +14,7 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from siftlib.config import Secrets, load_config
+from siftlib.config import Secrets, load_config, load_secrets
 from siftlib.errors import NoResultsError, QueryError
 from siftlib.pipeline import Searcher, SearchRequest
 
@@ -485,3 +485,29 @@ def test_an_unforeseen_exception_in_a_source_is_a_bad_response_logged_by_type(
 def test_a_lone_surrogate_is_an_invalid_query(make_searcher: Callable[..., Searcher]) -> None:
     with pytest.raises(QueryError, match="invalid query"):
         make_searcher().search(SearchRequest(query="wal \ud800 mode"))
+
+
+def test_a_missing_configured_secret_env_is_named_when_a_key_is_missing(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[server]\nsecret_env = "{tmp_path / "absent.env"}"\n'
+        f'[search.tavily]\nenabled = true\nurl = "{httpserver.url_for("tavily")}"\n'
+    )
+    config = load_config(str(path))
+    missing = Searcher(config, load_secrets(config.secret_env, {}, expected=True))
+    keyed = Searcher(
+        config,
+        load_secrets(config.secret_env, {"TAVILY_API_KEY": "t"}, expected=True),
+        allow_private_upstreams=True,
+    )
+    try:
+        assert missing.degraded() == [
+            "search.tavily: missing key",
+            "server.secret_env: file missing",
+        ]
+        assert keyed.degraded() == []  # the environment held the key: nothing is missing
+    finally:
+        missing.close()
+        keyed.close()

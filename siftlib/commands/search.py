@@ -12,6 +12,7 @@ import logging
 import sys
 from typing import Any
 
+from siftlib.commands import fail
 from siftlib.errors import AuthError, ConfigError, NoResultsError, QueryError, UnreachableError
 
 ENABLE_KEYS = "search.searxng.enabled, search.brave_llm.enabled or search.tavily.enabled"
@@ -19,9 +20,10 @@ ENABLE_KEYS = "search.searxng.enabled, search.brave_llm.enabled or search.tavily
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the arguments of `sift search`."""
-    parser.epilog = 'example: sift search "sqlite wal checkpoint" --k 5'
-    parser.add_argument("query", help="what to search for")
+    parser.epilog = "example: sift search sqlite wal checkpoint --k 5"
+    parser.add_argument("query", nargs="+", help="what to search for (the words form one query)")
     parser.add_argument("--k", type=int, metavar="N", help="number of results (1-50)")
+    parser.add_argument("--limit", type=int, dest="k", help=argparse.SUPPRESS)  # alias of --k
     parser.add_argument("--json", action="store_true", help="print the native JSON envelope")
     add_where_arguments(parser)
 
@@ -43,29 +45,30 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
     from siftlib.config import load_client_config
 
+    query = " ".join(args.query)
     try:
         client = None if args.local else load_client_config(args.server)
         if client is not None:
             from siftlib.client import search_remote
 
-            envelope = search_remote(client.url, client.token, args.query, k=args.k, timeout=30.0)
+            envelope = search_remote(client.url, client.token, query, k=args.k, timeout=30.0)
         else:
-            envelope = _search_local(args)
+            envelope = _search_local(args, query)
     except (ConfigError, QueryError) as exc:
-        return _fail(exc, 2)
+        return _fail(args, exc, 2)
     except NoResultsError as exc:
         for warning in exc.warnings:
             print(f"sift: warning: {warning}", file=sys.stderr)
-        return _fail(exc, 1)
+        return _fail(args, exc, 1)
     except AuthError as exc:
-        return _fail(exc, 3)
+        return _fail(args, exc, 3)
     except UnreachableError as exc:
-        return _fail(exc, 5)
+        return _fail(args, exc, 5)
     _print(envelope, as_json=args.json)
     return 0
 
 
-def _search_local(args: argparse.Namespace) -> dict[str, Any]:
+def _search_local(args: argparse.Namespace, query: str) -> dict[str, Any]:
     from siftlib.config import load_config
     from siftlib.pipeline import SearchRequest, open_searcher
 
@@ -75,7 +78,7 @@ def _search_local(args: argparse.Namespace) -> dict[str, Any]:
             f"no search source is enabled: set {ENABLE_KEYS} to true in {config.path}"
         )
     with open_searcher(config, allow_private_upstreams=args.allow_private_upstreams) as searcher:
-        return searcher.search(SearchRequest(query=args.query, k=args.k)).to_native()
+        return searcher.search(SearchRequest(query=query, k=args.k)).to_native()
 
 
 def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
@@ -97,6 +100,5 @@ def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
         print("\n\n".join(blocks))
 
 
-def _fail(exc: Exception, code: int) -> int:
-    print(f"sift search: {exc}", file=sys.stderr)
-    return code
+def _fail(args: argparse.Namespace, exc: Exception, code: int) -> int:
+    return fail("sift search", exc, code, as_json=args.json)

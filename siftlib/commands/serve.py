@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging()
     try:
         config = load_config(args.config)
-        secrets = load_secrets(config.secret_env)
+        secrets = load_secrets(config.secret_env, expected=config.secret_env_configured)
         host, port = split_listen(args.listen or config.listen)
         callers = secrets.callers()
         check_open_mode(host, callers, secret_env=str(config.secret_env))

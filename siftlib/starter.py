@@ -1,0 +1,128 @@
+"""The starter files `sift init` writes: a commented `config.toml` and a `secret.env` template.
+
+    written = write_starter(config_path=Path("~/.config/sift/config.toml").expanduser())
+
+`config.toml` holds every setting at its default, each with a comment saying what it does, so
+the operator edits values instead of guessing keys; loading it gives exactly the defaults (a
+test checks this against `Config` and `RerankSettings`). `secret.env` goes beside it, created
+with mode 0600 whatever the umask, its keys commented out so that nothing blank counts as set.
+The config's `server.secret_env` names that file, so the two always go together.
+
+Nothing is ever overwritten: when either file exists, neither is written (`StarterExists`).
+Each file is created with `O_EXCL`, so a race with another writer fails rather than clobbers.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from siftlib.errors import ConfigError
+
+CONFIG_TEMPLATE = """\
+# sift configuration: every setting at its default. Written by `sift init`; edit freely.
+# Durations are strings: "250ms", "8s", "10m", "1h". Unknown keys and wrong types are errors.
+
+[server]
+listen = "127.0.0.1:8787"          # HOST:PORT of `sift serve`; beyond loopback needs a caller token
+db = "{db}"   # SQLite store: result cache and daily credits
+secret_env = "{secret_env}"   # provider keys and caller tokens
+permit_restricted = []             # caller names whose work no other caller may observe
+
+[search]
+k = 8                              # results per search when the caller does not say (1-50)
+timeout = "8s"                     # per source, a hard wall-clock deadline
+rerank = true                      # true: reciprocal-rank fusion; false: concatenation
+digest = false                     # reserved; accepted, always off
+cache_ttl = "1h"                   # how long a fused answer is served from the cache
+
+# No source is enabled by default: the bake-off (bakeoff/BAKEOFF.md) decides which to enable.
+# Set enabled = true on at least one before searching.
+
+[search.searxng]                   # a SearXNG instance with JSON output enabled; free
+enabled = false
+url = "http://127.0.0.1:8888"
+
+[search.brave_llm]                 # Brave's LLM Context API; needs BRAVE_API_KEY in secret.env
+enabled = false
+url = "https://api.search.brave.com/res/v1/llm/context"
+daily_credit_cap = 0               # calls per UTC day; 0 = no cap
+
+[search.tavily]                    # Tavily search; needs TAVILY_API_KEY in secret.env
+enabled = false
+url = "https://api.tavily.com/search"
+daily_credit_cap = 500             # credits per UTC day; 0 = no cap
+no_rerank = false                  # true: Tavily's own order is kept as a prefix
+
+# `sift rerank-skills`: semantic reranking by a hosted model is off unless you opt in here
+# (only this global config can) and export TYPESAFE_API_KEY. Off, nothing leaves the machine.
+[skill_search.reranking]
+enabled = false                    # only the literal true opts in
+experimental_fit = false           # also ask, per skill, whether it fits (needs enabled)
+min_fit_probability = 0.75         # fit mode: at least this is applicable, (0.5, 1]
+model = "jev-latest"
+timeout_ms = 1000                  # end-to-end deadline of one provider call (1-10000)
+cache_max_entries = 128            # in-memory answers kept per session (0 disables the cache)
+cache_ttl_ms = 300000              # how long one is kept (0 disables the cache)
+max_candidates = 32                # shortlist size sent to the model (1-64)
+max_query_bytes = 2048             # a longer query is not sent (1-8192)
+max_name_bytes = 256               # a longer skill name is not sent (1-256)
+max_description_bytes = 512        # descriptions are cut to this (0-2048)
+max_payload_bytes = 32768          # the whole request body, JSON included (256-65536)
+min_probability = 0.55             # the model's best answer needs at least this, [0, 1]
+min_margin = 0.10                  # and this lead over the runner-up, [0, 1]
+"""
+
+SECRET_TEMPLATE = """\
+# sift secrets: KEY=value lines, read once at start. Keep this file mode 0600.
+# Values never appear in logs, errors, metrics or /healthz. The process environment is the
+# fallback for every key. Remove the leading "# " of a line to set it.
+
+# Provider keys: only the enabled sources need theirs.
+# BRAVE_API_KEY=
+# TAVILY_API_KEY=
+
+# One line per caller of the gateway: agents send "Authorization: Bearer <token>", and the
+# name (here "hermes") is what logs and metrics show. With no caller token, `sift serve`
+# runs open, on a loopback address only. A token, for example:
+#   python3 -c "import secrets; print(secrets.token_urlsafe(32))"
+# SIFT_TOKEN_HERMES=
+
+# TYPESAFE_API_KEY (skill reranking) is read from the environment only, never from here.
+"""
+
+
+class StarterExists(ConfigError):
+    """A file `sift init` would write already exists."""
+
+
+def render_config(*, db: Path, secret_env: Path) -> str:
+    """Return the starter `config.toml` naming these store and secret paths."""
+    return CONFIG_TEMPLATE.format(db=_toml_text(db), secret_env=_toml_text(secret_env))
+
+
+def write_starter(*, config_path: Path, db: Path) -> list[Path]:
+    """Write `config.toml` and a 0600 `secret.env` beside it; return both paths."""
+    secret_path = config_path.parent / "secret.env"
+    for path in (config_path, secret_path):
+        if path.exists():
+            raise StarterExists(
+                f"{path} exists: sift init never overwrites; move it away or choose --dir DIR"
+            )
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    _create(secret_path, SECRET_TEMPLATE, private=True)
+    _create(config_path, render_config(db=db, secret_env=secret_path.absolute()))
+    return [config_path, secret_path]
+
+
+def _create(path: Path, text: str, *, private: bool = False) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        if private:
+            os.fchmod(f.fileno(), 0o600)  # exactly owner read/write, whatever the umask
+        f.write(text)
+
+
+def _toml_text(path: Path) -> str:
+    """Return a path as the inside of a TOML basic string."""
+    return str(path).replace("\\", "\\\\").replace('"', '\\"')
