@@ -13,14 +13,18 @@ REPO = Path(__file__).resolve().parent.parent
 def sift(
     *args: str,
     env: dict[str, str] | None = None,
-    stdin: str = "",
+    stdin: str | int = "",
     cwd: Path | None = None,
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[str]:
-    """Run `sift ARGS…` to completion with the test's (scrubbed) environment plus `env`."""
+    """Run `sift ARGS…` to completion with the test's (scrubbed) environment plus `env`.
+
+    `stdin` is the text to feed, or a file descriptor (a pseudo-terminal, say) to read from.
+    """
     return subprocess.run(
         [sys.executable, str(REPO / "sift.py"), *args],
-        input=stdin,
+        input=stdin if isinstance(stdin, str) else None,
+        stdin=stdin if isinstance(stdin, int) else None,
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},

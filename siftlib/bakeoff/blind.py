@@ -5,7 +5,9 @@ randomness (`secrets.SystemRandom`). A pack holds, per query, only each hit's ra
 title and snippet — no scores, sources, warnings, latencies or credits — so nothing in it
 names the configuration. The key mapping letters back is `key/key.json`; like every file
 of the run directory it is 0600 inside 0700 directories, whatever the umask. A line skipped
-at the credit ceiling appears as an empty list.
+at the credit ceiling appears as an empty list. Packs and the sheet number queries from 1, as
+the lines of the queries file are numbered in an editor; `results.jsonl` keeps the 0-based
+`query_index`, so `number = query_index + 1`.
 
 Safe from cron: every run holds an exclusive `flock` on `RUN_DIR/.blind.lock`, so a second run
 waits for the first, then finds the material and writes nothing. No existing file is ever
@@ -79,7 +81,9 @@ def write_missing(run: Run, *, rng: random.Random) -> list[Path]:
 
     sheet = run.path / JUDGMENTS
     if not sheet.exists():
-        rows = [f"{index},{letter}," for index in range(len(run.queries)) for letter in key]
+        rows = [
+            f"{number},{letter}," for number in range(1, len(run.queries) + 1) for letter in key
+        ]
         _create(sheet, "\n".join([JUDGMENTS_HEADER, *rows]) + "\n")
         written.append(sheet)
     return written
@@ -98,7 +102,7 @@ def pack(run: Run, config: str) -> dict[str, Any]:
             }
             for rank, hit in enumerate(run.line(config, index).hits, 1)
         ]
-        queries.append({"index": index, "query": query, "hits": hits})
+        queries.append({"number": index + 1, "query": query, "hits": hits})
     return {"queries": queries}
 
 

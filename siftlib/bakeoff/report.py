@@ -15,9 +15,10 @@ from siftlib.bakeoff.rundir import write_private
 from siftlib.bakeoff.score import ConfigScore, Scoreboard
 
 RULE = (
-    "Winner: highest judged hit rate; ties broken by lower cost per query (Tavily credits "
-    "plus Brave calls), then lower p90 latency."
+    "Winner: among the configurations that ran every query, highest judged hit rate; ties "
+    "broken by lower cost per query (Tavily credits plus Brave calls), then lower p90 latency."
 )
+NO_WINNER = "no configuration ran every query."
 COLUMNS = (
     "configuration",
     "pack",
@@ -72,10 +73,13 @@ def _summary(board: Scoreboard) -> str:
 
 def _notes(board: Scoreboard) -> list[str]:
     notes = [RULE]
-    if any(score.skipped for score in board.scores):
+    partial = [score.config for score in board.scores if score.skipped]
+    if partial:
         notes.append(
             "Lines skipped at the --max-credits ceiling have no result: they are left out of "
-            "every figure of their configuration."
+            "every figure of their configuration, and a configuration with skipped lines is "
+            f"not eligible to win ({', '.join(partial)}). Raise the ceiling and run again to "
+            "compare all of them."
         )
     if board.open_queries is None:
         notes.append("The run directory holds no targets.txt: target hit rates are n/a.")
@@ -85,11 +89,7 @@ def _notes(board: Scoreboard) -> list[str]:
 def render_markdown(board: Scoreboard) -> str:
     """Return report.md."""
     lines = ["# sift bake-off report", "", _summary(board), ""]
-    lines.append(
-        f"**Winner: `{board.winner}`**"
-        if board.winner
-        else "**No winner**: no configuration has results."
-    )
+    lines.append(f"**Winner: `{board.winner}`**" if board.winner else f"**No winner**: {NO_WINNER}")
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     for score in board.scores:
         lines.append("| " + " | ".join(row_cells(score)) + " |")
@@ -163,7 +163,7 @@ def render_html(board: Scoreboard) -> str:
     winner = (
         f"<p class=verdict>Winner: <code>{escape(board.winner)}</code></p>"
         if board.winner
-        else "<p class=verdict>No winner: no configuration has results.</p>"
+        else f"<p class=verdict>No winner: {escape(NO_WINNER)}</p>"
     )
     not_run = ""
     if board.not_run:

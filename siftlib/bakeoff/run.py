@@ -22,6 +22,11 @@ is every later line that uses a paid source. A configuration mixing free and pai
 skipped whole: running its free part alone would record a different configuration under its
 name. SearXNG alone keeps running to the end. A paid call that timed out counts one against
 the ceiling (the provider may have charged it), though the line records no credits for it.
+The same bound, summed over every line, is the worst-case spend `worst_case_spend` reports
+before the run starts.
+
+Targets are optional: without them no `targets.txt` is saved, and the report's target hit
+rate is n/a.
 """
 
 from __future__ import annotations
@@ -60,17 +65,17 @@ Progress = Callable[[int, int, int, int], None]
 
 @dataclass(frozen=True)
 class QuerySet:
-    """The queries of a run and their line-aligned targets."""
+    """The queries of a run and their line-aligned targets, when there are targets."""
 
     queries: list[str]
-    targets: list[str]
+    targets: list[str] | None = None
 
 
-def read_query_set(queries: Path, targets: Path) -> QuerySet:
+def read_query_set(queries: Path, targets: Path | None = None) -> QuerySet:
     """Read and check the query and targets files; refuse them before any search is made."""
     query_lines = _read_lines(queries)
-    target_lines = _read_lines(targets)
-    if len(query_lines) != len(target_lines):
+    target_lines = query_lines if targets is None else _read_lines(targets)
+    if targets is not None and len(query_lines) != len(target_lines):
         raise BakeoffError(
             f"{targets} has {len(target_lines)} lines but {queries} has {len(query_lines)}: "
             "the targets must be line-aligned with the queries"
@@ -82,6 +87,8 @@ def read_query_set(queries: Path, targets: Path) -> QuerySet:
             raise BakeoffError(f"{queries} line {number} is blank")
         if len(" ".join(query.split())) > MAX_QUERY_CHARS:
             raise BakeoffError(f"{queries} line {number} is over {MAX_QUERY_CHARS} characters")
+    if targets is None:
+        return QuerySet(queries=[q.strip() for q in query_lines])
     for number, target in enumerate(target_lines, 1):
         try:
             parse_target(target)
@@ -111,6 +118,19 @@ def why_not(searcher: Searcher, config: str) -> str | None:
     return "; ".join(reasons) or None
 
 
+def runnable_configs(searcher: Searcher) -> list[str]:
+    """Return the configurations that can run, in run order."""
+    return [config for config in CONFIGS if why_not(searcher, config) is None]
+
+
+def worst_case_spend(configs: list[str], queries: int) -> dict[str, int]:
+    """Return the most a run can spend per paid source: one call or credit per line using it."""
+    return {
+        source: queries * sum(source in CONFIGS[config] for config in configs)
+        for source in PAID_SOURCES
+    }
+
+
 def run_bakeoff(
     searcher: Searcher,
     plan: QuerySet,
@@ -130,7 +150,8 @@ def run_bakeoff(
     reasons = {config: why_not(searcher, config) for config in CONFIGS}
     runnable = [config for config, why in reasons.items() if why is None]
     write_private(out / QUERIES, "".join(f"{q}\n" for q in plan.queries))
-    write_private(out / TARGETS, "".join(f"{t}\n" for t in plan.targets))
+    if plan.targets is not None:
+        write_private(out / TARGETS, "".join(f"{t}\n" for t in plan.targets))
 
     spent, ceiling = 0, False
     with open_private(out / RESULTS, exclusive=True) as results:

@@ -14,8 +14,12 @@ apart in the report):
   (each unit is one paid call);
 - p50 and p90 latency, nearest rank: the value at rank ⌈p·n/100⌉ of the sorted latencies.
 
-Winner: highest judged hit rate, then lower cost per query, then lower p90; a full tie goes to
-the configuration run first. Rates and costs are exact fractions, so ties are real ties.
+Winner: among the configurations that ran every query, highest judged hit rate, then lower
+cost per query, then lower p90; a full tie goes to the configuration run first. One with
+skipped lines is reported but cannot win: 3/7 against 3/10 is not a tie. Rates and costs are
+exact fractions, so ties are real ties.
+
+Query numbers in the judgments sheet are 1-based, as in the packs.
 """
 
 from __future__ import annotations
@@ -94,6 +98,11 @@ class ConfigScore:
     latencies_ms: tuple[int, ...]
 
     @property
+    def eligible(self) -> bool:
+        """True when every query ran: only equal denominators may compete for the win."""
+        return self.run > 0 and self.skipped == 0
+
+    @property
     def judged_hit_rate(self) -> Fraction | None:
         """Share of queries run that the judge marked found; None when none ran."""
         return Fraction(self.judged_hits, self.run) if self.run else None
@@ -159,7 +168,7 @@ def pick_winner(scores: tuple[ConfigScore, ...] | list[ConfigScore]) -> str | No
     winner = None
     for score in scores:
         rate, cost, p90 = score.judged_hit_rate, score.cost_per_query, score.p90_ms
-        if rate is None or cost is None or p90 is None:
+        if not score.eligible or rate is None or cost is None or p90 is None:
             continue
         rank = (-rate, cost, p90)
         if best is None or rank < best:
@@ -192,7 +201,10 @@ def score_run(run_dir: Path, *, judgments: Path | None = None) -> Scoreboard:
 
 
 def read_judgments(path: Path, queries: int, letters: list[str]) -> dict[tuple[int, str], bool]:
-    """Read a judgments sheet; refuse it unless every query × pack row is judged `1` or `0`."""
+    """Read a judgments sheet; refuse it unless every query × pack row is judged `1` or `0`.
+
+    The sheet numbers queries from 1; the map it returns is keyed by 0-based query index.
+    """
     try:
         text = path.read_text(encoding="utf-8-sig")  # a spreadsheet may add a byte-order mark
     except FileNotFoundError:
@@ -212,20 +224,22 @@ def read_judgments(path: Path, queries: int, letters: list[str]) -> dict[tuple[i
         if not any(cell.strip() for cell in row):
             continue
         cells = [cell.strip() for cell in row] + [""] * (3 - len(row))
-        if len(row) > 3 or not cells[0].isdigit() or int(cells[0]) >= queries:
+        if len(row) > 3 or not cells[0].isdigit() or not 1 <= int(cells[0]) <= queries:
             raise BakeoffError(
-                f"{path} line {number}: expected query index (0–{queries - 1}),pack,found"
+                f"{path} line {number}: expected query number (1–{queries}),pack,found"
             )
-        index, letter, value = int(cells[0]), cells[1].upper(), cells[2]
+        index, letter, value = int(cells[0]) - 1, cells[1].upper(), cells[2]
         if letter not in letters:
             raise BakeoffError(
                 f"{path} line {number}: pack {cells[1]!r} is not one of {', '.join(letters)}"
             )
         if (index, letter) in seen:
-            raise BakeoffError(f"{path} line {number}: query {index}, pack {letter} appears twice")
+            raise BakeoffError(
+                f"{path} line {number}: query {index + 1}, pack {letter} appears twice"
+            )
         seen.add((index, letter))
         if value == "":
-            blank.append(f"query {index}, pack {letter}")
+            blank.append(f"query {index + 1}, pack {letter}")
             continue
         if value not in ("0", "1"):
             raise BakeoffError(f"{path} line {number}: found must be 1 or 0, not {value!r}")
@@ -239,7 +253,7 @@ def read_judgments(path: Path, queries: int, letters: list[str]) -> dict[tuple[i
     if missing:
         index, letter = missing[0]
         raise BakeoffError(
-            f"{path}: {len(missing)} row(s) missing (first: query {index}, pack {letter}); "
+            f"{path}: {len(missing)} row(s) missing (first: query {index + 1}, pack {letter}); "
             "the sheet needs one row per query × pack"
         )
     return found

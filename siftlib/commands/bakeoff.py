@@ -1,7 +1,8 @@
 """`sift bakeoff run|score`: run the source configurations on real queries; score the judged run.
 
 Exit codes: 0 success (also when `--max-credits` skipped lines), 2 bad input, config or run
-directory, or scoring refused (no judgments yet, or a blank row).
+directory, a paid run on a terminal with neither `--max-credits` nor `--yes`, or scoring
+refused (no judgments yet, or a blank row).
 """
 
 from __future__ import annotations
@@ -42,7 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     run.add_argument("--queries", required=True, metavar="FILE", help="one query per line")
     run.add_argument(
-        "--targets", required=True, metavar="FILE", help="line-aligned: a URL, a domain, or open"
+        "--targets",
+        metavar="FILE",
+        help="line-aligned with the queries: a URL, a domain, or open (optional; without it "
+        "the report has no target hit rate)",
     )
     run.add_argument("--out", required=True, metavar="RUN_DIR", help="a new run directory")
     run.add_argument("--k", type=int, metavar="N", help="hits kept per search (default: search.k)")
@@ -51,6 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive,
         metavar="N",
         help="hard ceiling on paid calls for the run (Tavily credits + Brave calls)",
+    )
+    run.add_argument(
+        "--yes",
+        action="store_true",
+        help="accept the worst-case spend without --max-credits (asked for on a terminal)",
     )
     run.add_argument(
         "--allow-private-upstreams",
@@ -94,7 +103,7 @@ def _run(args: argparse.Namespace) -> int:
     import logging
 
     from siftlib.bakeoff import BakeoffError
-    from siftlib.bakeoff.run import read_query_set, run_bakeoff
+    from siftlib.bakeoff.run import read_query_set, run_bakeoff, runnable_configs
     from siftlib.config import load_config
     from siftlib.pipeline import MAX_K, open_searcher
 
@@ -103,8 +112,9 @@ def _run(args: argparse.Namespace) -> int:
     k = config.k if args.k is None else args.k
     if not 1 <= k <= MAX_K:
         raise BakeoffError(f"--k must be from 1 to {MAX_K}, not {k}")
-    plan = read_query_set(Path(args.queries), Path(args.targets))
+    plan = read_query_set(Path(args.queries), Path(args.targets) if args.targets else None)
     with open_searcher(config, allow_private_upstreams=args.allow_private_upstreams) as searcher:
+        _check_spend(args, runnable_configs(searcher), len(plan.queries))
         meta = run_bakeoff(
             searcher,
             plan,
@@ -116,8 +126,49 @@ def _run(args: argparse.Namespace) -> int:
     for name, info in meta["configs"].items():
         if not info["ran"]:
             print(f"sift bakeoff run: {name} not run: {info['reason']}", file=sys.stderr)
+    _say_skipped(Path(args.out), args.max_credits)
     print(f"wrote {Path(args.out) / 'results.jsonl'}; next: sift blind {args.out}")
     return 0
+
+
+def _check_spend(args: argparse.Namespace, configs: list[str], queries: int) -> None:
+    """Say the worst-case spend before the first paid call; on a terminal, want it accepted."""
+    from siftlib.bakeoff import BakeoffError
+    from siftlib.bakeoff.run import worst_case_spend
+
+    spend = worst_case_spend(configs, queries)
+    total = sum(spend.values())
+    if not total:
+        return
+    cap = "" if args.max_credits is None else f"; --max-credits {args.max_credits} caps it"
+    print(
+        f"sift bakeoff run: worst case {total} paid calls for {queries} queries "
+        f"({spend['brave_llm']} Brave calls, {spend['tavily']} Tavily credits){cap}",
+        file=sys.stderr,
+    )
+    if args.max_credits is None and not args.yes and sys.stdin.isatty():
+        raise BakeoffError(
+            "confirm that spend with --yes, or cap it with --max-credits N (nothing was spent)"
+        )
+
+
+def _say_skipped(out: Path, max_credits: int | None) -> None:
+    """Say how many lines each configuration skipped at the credit ceiling, if any."""
+    from siftlib.bakeoff.rundir import read_run
+
+    run = read_run(out)
+    skipped = {config: 0 for config in run.ran}
+    for line in run.lines.values():
+        if line.skipped:
+            skipped[line.config] += 1
+    counts = ", ".join(f"{config} {n}" for config, n in skipped.items() if n)
+    if counts:
+        print(
+            f"sift bakeoff run: --max-credits {max_credits} reached; lines skipped: {counts} "
+            f"(of {len(run.queries)} each). Only configurations that ran every query can win "
+            "the report; raise --max-credits and run again to compare them all.",
+            file=sys.stderr,
+        )
 
 
 def _progress_line() -> Progress:

@@ -208,6 +208,7 @@ def write_config(
     """Write config.toml and secret.env pointing every source at the fakes; return the config."""
     secrets = {"BRAVE_API_KEY": BRAVE_KEY, "TAVILY_API_KEY": TAVILY_KEY}
     (directory / "secret.env").write_text("".join(f"{key}={secrets[key]}\n" for key in keys))
+    (directory / "secret.env").chmod(0o600)
     urls = {
         "searxng": providers.searxng_url,
         "brave_llm": providers.brave_url,

@@ -50,14 +50,15 @@ def test_packs_hold_only_the_four_hit_fields(tmp_path):
         text = (run_dir / "packs" / f"{letter}.json").read_text()
         pack = json.loads(text)
         assert list(pack) == ["queries"]
-        assert [q["index"] for q in pack["queries"]] == [0, 1, 2]
+        # 1-based, as the queries file's lines are numbered in an editor.
+        assert [q["number"] for q in pack["queries"]] == [1, 2, 3]
         for entry in pack["queries"]:
-            assert list(entry) == ["index", "query", "hits"]
-            assert entry["query"] == f"query number {entry['index']}"
+            assert list(entry) == ["number", "query", "hits"]
+            assert entry["query"] == f"query number {entry['number'] - 1}"
             for hit in entry["hits"]:
                 assert list(hit) == ["rank", "url", "title", "snippet"]
             # The pack is that configuration's own result list, in order.
-            assert entry["hits"] == run.line(config, entry["index"]).hits
+            assert entry["hits"] == run.line(config, entry["number"] - 1).hits
         for secret in ("searxng", "brave", "tavily", "warning", "latency", "credits", "score"):
             assert secret not in text
 
@@ -92,7 +93,7 @@ def test_the_sheet_is_blank_one_row_per_query_and_pack(tmp_path):
     run_dir = make_run(tmp_path / "run", queries=2)
     assert main(["blind", str(run_dir)]) == 0
     assert (run_dir / "judgments.csv").read_text() == (
-        "query,pack,found\n0,A,\n0,B,\n0,C,\n0,D,\n1,A,\n1,B,\n1,C,\n1,D,\n"
+        "query,pack,found\n1,A,\n1,B,\n1,C,\n1,D,\n2,A,\n2,B,\n2,C,\n2,D,\n"
     )
 
 
@@ -109,7 +110,7 @@ def test_a_second_blind_leaves_every_file_byte_identical(tmp_path, capsys):
 def test_a_judged_sheet_is_never_overwritten(tmp_path):
     run_dir = make_run(tmp_path / "run", queries=1)
     assert main(["blind", str(run_dir)]) == 0
-    judged = "query,pack,found\n0,A,1\n0,B,0\n0,C,1\n0,D,0\n"
+    judged = "query,pack,found\n1,A,1\n1,B,0\n1,C,1\n1,D,0\n"
     (run_dir / "judgments.csv").write_text(judged)
     assert main(["blind", str(run_dir)]) == 0
     assert (run_dir / "judgments.csv").read_text() == judged

@@ -63,9 +63,9 @@ def judge(run_dir: Path) -> None:
     rows = list(csv.reader((run_dir / "judgments.csv").read_text().splitlines()))
     assert rows[0] == ["query", "pack", "found"]
     lines = ["query,pack,found"]
-    for index, letter, found in rows[1:]:
+    for number, letter, found in rows[1:]:
         assert found == ""
-        lines.append(f"{index},{letter},{JUDGED[key[letter]][int(index)]}")
+        lines.append(f"{number},{letter},{JUDGED[key[letter]][int(number) - 1]}")
     (run_dir / "judgments.csv").write_text("\n".join(lines) + "\n")
 
 

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 from pathlib import Path
+from typing import Any
+
+from clikit import sift
 
 from siftlib.bakeoff.run import charged, read_query_set, run_bakeoff
 from siftlib.bakeoff.rundir import Line
@@ -205,3 +210,75 @@ def test_the_shipped_example_set_is_a_valid_labelled_input():
     kinds = {("open" if t == "open" else "url" if "://" in t else "domain") for t in plan.targets}
     assert kinds == {"open", "url", "domain"} and len(plan.queries) == 10
     assert "EXAMPLE" in (example / "README.md").read_text()
+
+
+# As an operator meets it: through the command line, in a subprocess.
+
+
+def _sift_run(tmp_path: Path, config: Path, *extra: str, **options: Any) -> Any:
+    queries, targets = write_inputs(tmp_path, QUERIES, TARGETS)
+    return sift(
+        "bakeoff", "run", "--config", str(config), "--queries", str(queries),
+        "--out", str(tmp_path / "run"), "--allow-private-upstreams", *extra, **options,
+    )  # fmt: skip
+
+
+def _said(done: Any) -> list[str]:
+    """The command's own sentences on stderr (not progress, not the test switch's warning)."""
+    return [line for line in done.stderr.splitlines() if line.startswith("sift bakeoff run:")]
+
+
+def test_targets_are_optional(tmp_path, providers):
+    done = _sift_run(tmp_path, write_config(tmp_path, providers))
+    assert done.returncode == 0, done.stderr
+    assert len(_lines(tmp_path / "run")) == 16
+    assert not (tmp_path / "run" / "targets.txt").exists()  # the report says target rates n/a
+
+
+def test_the_worst_case_spend_is_said_before_the_first_paid_call(tmp_path, providers):
+    done = _sift_run(tmp_path, write_config(tmp_path, providers))
+    first = _said(done)[0]
+    assert done.stderr.index("worst case") < done.stderr.index("query 1/4")
+    # Per query: Brave in +brave and +brave+tavily, Tavily in +brave+tavily and direct.
+    assert first == (
+        "sift bakeoff run: worst case 16 paid calls for 4 queries (8 Brave calls, 8 Tavily credits)"
+    )
+    again = tmp_path / "capped"
+    again.mkdir()
+    capped = _sift_run(again, write_config(again, providers), "--max-credits", "20")
+    assert _said(capped)[0].endswith("; --max-credits 20 caps it")
+
+
+def test_a_free_run_says_no_spend(tmp_path, providers):
+    done = _sift_run(tmp_path, write_config(tmp_path, providers, enabled=("searxng",)))
+    assert done.returncode == 0 and "worst case" not in done.stderr
+
+
+def test_on_a_terminal_a_paid_run_wants_yes_or_max_credits(tmp_path, providers):
+    config = write_config(tmp_path, providers)
+    main_fd, terminal = pty.openpty()
+    try:
+        refused = _sift_run(tmp_path, config, stdin=terminal)
+        assert refused.returncode == 2
+        assert _said(refused) == [
+            "sift bakeoff run: worst case 16 paid calls for 4 queries "
+            "(8 Brave calls, 8 Tavily credits)",
+            "sift bakeoff run: confirm that spend with --yes, or cap it with --max-credits N "
+            "(nothing was spent)",
+        ]
+        assert providers.calls == []
+        accepted = _sift_run(tmp_path, config, "--yes", stdin=terminal)
+        assert accepted.returncode == 0, accepted.stderr
+    finally:
+        os.close(main_fd)
+        os.close(terminal)
+
+
+def test_skipped_lines_are_counted_at_the_end(tmp_path, providers):
+    done = _sift_run(tmp_path, write_config(tmp_path, providers), "--max-credits", "5")
+    assert done.returncode == 0
+    assert _said(done)[-1] == (
+        "sift bakeoff run: --max-credits 5 reached; lines skipped: searxng+brave 2, "
+        "searxng+brave+tavily 3, tavily-direct 3 (of 4 each). Only configurations that ran "
+        "every query can win the report; raise --max-credits and run again to compare them all."
+    )

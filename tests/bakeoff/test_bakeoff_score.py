@@ -28,7 +28,9 @@ def blind_and_judge(run_dir: Path, verdicts: dict[str, list[int]]) -> dict[str, 
     key = json.loads((run_dir / "key" / "key.json").read_text())
     queries = len(next(iter(verdicts.values())))
     rows = [
-        f"{i},{letter},{verdicts[key[letter]][i]}" for i in range(queries) for letter in sorted(key)
+        f"{i + 1},{letter},{verdicts[key[letter]][i]}"
+        for i in range(queries)
+        for letter in sorted(key)
     ]
     (run_dir / "judgments.csv").write_text("query,pack,found\n" + "\n".join(rows) + "\n")
     return key
@@ -125,7 +127,7 @@ def test_scoring_is_refused_while_a_row_is_blank(tmp_path, capsys):
     (run_dir / "key" / "key.json").unlink()  # proves the key is not even looked at
     assert main(["bakeoff", "score", str(run_dir)]) == 2
     err = capsys.readouterr().err
-    assert "1 row(s) not judged yet (first: query 1, pack D)" in err
+    assert "1 row(s) not judged yet (first: query 2, pack D)" in err
     assert not (run_dir / "report.md").exists() and not (run_dir / "report.html").exists()
 
 
@@ -146,11 +148,12 @@ def test_scoring_is_refused_before_blind(tmp_path, capsys):
     ("sheet", "message"),
     [
         ("query,pack\n", "header"),
-        ("query,pack,found\n0,A,yes\n", "found must be 1 or 0, not 'yes'"),
-        ("query,pack,found\n0,E,1\n", "pack 'E' is not one of A, B"),
-        ("query,pack,found\n2,A,1\n", "expected query index"),
-        ("query,pack,found\n0,A,1\n0,A,0\n", "appears twice"),
-        ("query,pack,found\n0,A,1\n0,B,1\n1,A,0\n", "1 row(s) missing (first: query 1, pack B)"),
+        ("query,pack,found\n1,A,yes\n", "found must be 1 or 0, not 'yes'"),
+        ("query,pack,found\n1,E,1\n", "pack 'E' is not one of A, B"),
+        ("query,pack,found\n3,A,1\n", "expected query number (1–2),pack,found"),
+        ("query,pack,found\n0,A,1\n", "expected query number (1–2),pack,found"),
+        ("query,pack,found\n1,A,1\n1,A,0\n", "query 1, pack A appears twice"),
+        ("query,pack,found\n1,A,1\n1,B,1\n2,A,0\n", "1 row(s) missing (first: query 2, pack B)"),
     ],
 )
 def test_malformed_sheets_are_refused(tmp_path, sheet, message):
@@ -162,7 +165,7 @@ def test_malformed_sheets_are_refused(tmp_path, sheet, message):
 
 def test_a_spreadsheet_export_reads_the_same(tmp_path):
     path = tmp_path / "judged.csv"
-    path.write_bytes("\ufeffquery,pack,found\r\n0,a, 1 \r\n0,B,0\r\n".encode())
+    path.write_bytes("\ufeffquery,pack,found\r\n1,a, 1 \r\n1,B,0\r\n".encode())
     assert read_judgments(path, 1, ["A", "B"]) == {(0, "A"): True, (0, "B"): False}
 
 
@@ -170,7 +173,7 @@ def test_judgments_from_another_file(tmp_path):
     run_dir = make_run(tmp_path / "run", configs=("searxng",), queries=1)
     assert main(["blind", str(run_dir)]) == 0
     elsewhere = tmp_path / "mine.csv"
-    elsewhere.write_text("query,pack,found\n0,A,1\n")
+    elsewhere.write_text("query,pack,found\n1,A,1\n")
     assert main(["bakeoff", "score", str(run_dir), "--judgments", str(elsewhere)]) == 0
     assert score_run(run_dir, judgments=elsewhere).scores[0].judged_hit_rate == 1
 
@@ -239,3 +242,33 @@ def test_the_html_report_is_self_contained_with_an_inline_chart(tmp_path):
     assert '<rect x="190" y="98" width="260.0" height="16" fill="#2b6cb0"/>' in svg
     for outside in ("<script", "<link", "src=", "@import", "url(", "href="):
         assert outside not in html
+
+
+def test_a_configuration_with_skipped_queries_cannot_win(tmp_path):
+    # tavily-direct judged 2/2 on the queries it ran beats searxng's 1/4 on paper, but those
+    # are unequal denominators: it is reported, not eligible.
+    run_dir = make_run(
+        tmp_path / "run",
+        configs=("searxng", "tavily-direct"),
+        queries=4,
+        skipped={("tavily-direct", 2), ("tavily-direct", 3)},
+    )
+    blind_and_judge(run_dir, {"searxng": [1, 0, 0, 0], "tavily-direct": [1, 1, 0, 0]})
+    board = score_run(run_dir)
+    assert [s.eligible for s in board.scores] == [True, False]
+    assert board.scores[1].judged_hit_rate == 1
+    assert board.winner == "searxng"
+    assert main(["bakeoff", "score", str(run_dir)]) == 0
+    report = (run_dir / "report.md").read_text()
+    assert "**Winner: `searxng`**" in report
+    assert "not eligible to win (tavily-direct)" in report
+
+
+def test_no_complete_configuration_means_no_winner(tmp_path):
+    run_dir = make_run(
+        tmp_path / "run", configs=("tavily-direct",), queries=2, skipped={("tavily-direct", 1)}
+    )
+    blind_and_judge(run_dir, {"tavily-direct": [1, 0]})
+    assert score_run(run_dir).winner is None
+    assert main(["bakeoff", "score", str(run_dir)]) == 0
+    assert "**No winner**: no configuration ran every query." in (run_dir / "report.md").read_text()
