@@ -43,7 +43,8 @@ def request(id: int, method: str, params: dict[str, Any] | None = None) -> dict[
 
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "HOME": str(tmp_path), "SIFT_CONFIG": str(tmp_path / "absent.toml")}
+    # The default config path (under the scrubbed XDG_CONFIG_HOME) is absent: all defaults.
+    return {**os.environ, "HOME": str(tmp_path)}
 
 
 def test_a_session_over_stdio(env: dict[str, str], tmp_path: Path) -> None:
