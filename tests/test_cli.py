@@ -59,4 +59,4 @@ def test_json_usage_errors_speak_json_too() -> None:
 def test_help_lists_init() -> None:
     done = sift("--help")
     assert done.returncode == 0
-    assert "  init           write a commented config.toml and a secret.env template" in done.stdout
+    assert "write a commented config.toml and a secret.env template" in done.stdout
