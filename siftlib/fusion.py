@@ -2,10 +2,16 @@
 
 All merging lives here (search.md §4 steps 4–5):
 
-- Within one source, a URL seen again (same canonical URL) is dropped before ranking, so a
-  source's ranks stay 1, 2, 3 … over distinct pages.
-- Across sources, a page keeps the URL and title of the first source (in merge order) that
-  returned it; a later, longer snippet replaces the snippet text only.
+- One rule for a page seen twice, within one source or across sources: it keeps the URL
+  and title of its first appearance (first source in merge order, then best rank); a later,
+  longer snippet replaces the snippet text only; a `published` date missing so far is
+  taken from the later one.
+- Within one source, a URL seen again (same canonical URL) is folded into its first
+  appearance before ranking, so a source's ranks stay 1, 2, 3 … over distinct pages; its
+  engine count is the larger of the two (the two lists may overlap).
+- Across sources, `engines` adds up: each source counts its own engines, or 1 when it
+  reports none. The sum is kept only when it says more than "one source returned it": when
+  some source reported engines or more than one source returned the page.
 - `fuse`: reciprocal-rank fusion, score = Σ 1/(60 + rank). Ties break by the best single
   rank, then the attribution source's place in the source order, then first appearance.
   With `prefix` (Tavily under `no_rerank`), that source's hits come first in its own order
@@ -30,37 +36,53 @@ RRF_K = 60
 
 @dataclass
 class _Merged:
-    """A page while merging: its first hit, the best snippet, and its rank in each source."""
+    """A page while merging: its first hit, what later sightings add, its rank per source."""
 
     hit: Hit
-    snippet: str
     order: int
     source_index: int
     ranks: list[int] = field(default_factory=list)
+    engines: list[int] = field(default_factory=list)
+
+    def result(self) -> Hit:
+        """Return the merged hit, its engine count kept only when it says something."""
+        vouched = len(self.engines) > 1 or any(self.engines)
+        return replace(self.hit, engines=sum(max(n, 1) for n in self.engines) if vouched else 0)
 
 
-def _distinct(hits: Sequence[Hit]) -> list[tuple[str, Hit]]:
-    seen: set[str] = set()
-    out = []
+def _seen_again(first: Hit, later: Hit) -> Hit:
+    """Fold a later sighting of a page into its first: longer snippet, a missing date."""
+    if len(later.snippet) > len(first.snippet):
+        first = replace(first, snippet=later.snippet)
+    if first.published is None and later.published is not None:
+        first = replace(first, published=later.published)
+    return first
+
+
+def _distinct(hits: Sequence[Hit]) -> dict[str, Hit]:
+    """Fold one source's repeated pages into their first appearance, keeping rank order."""
+    out: dict[str, Hit] = {}
     for hit in hits:
         key = canonical_url(hit.url)
-        if key not in seen:
-            seen.add(key)
-            out.append((key, hit))
+        first = out.get(key)
+        if first is None:
+            out[key] = hit
+        else:
+            out[key] = replace(_seen_again(first, hit), engines=max(first.engines, hit.engines))
     return out
 
 
 def _collect(by_source: Mapping[str, Sequence[Hit]], order: Sequence[str]) -> list[_Merged]:
     merged: dict[str, _Merged] = {}
     for source_index, name in enumerate(order):
-        for rank, (key, hit) in enumerate(_distinct(by_source.get(name, ())), 1):
+        for rank, (key, hit) in enumerate(_distinct(by_source.get(name, ())).items(), 1):
             page = merged.get(key)
             if page is None:
-                merged[key] = _Merged(hit, hit.snippet, len(merged), source_index, [rank])
+                merged[key] = _Merged(hit, len(merged), source_index, [rank], [hit.engines])
                 continue
             page.ranks.append(rank)
-            if len(hit.snippet) > len(page.snippet):
-                page.snippet = hit.snippet
+            page.engines.append(hit.engines)
+            page.hit = _seen_again(page.hit, hit)
     return list(merged.values())
 
 
@@ -81,9 +103,9 @@ def fuse(
             return (0, page.order, 0.0, 0, 0, 0)
         return (1, 0, -page.hit.score, min(page.ranks), page.source_index, page.order)
 
-    return [replace(p.hit, snippet=p.snippet) for p in sorted(pages, key=rank_key)]
+    return [page.result() for page in sorted(pages, key=rank_key)]
 
 
 def concatenate(by_source: Mapping[str, Sequence[Hit]], *, order: Sequence[str]) -> list[Hit]:
     """Join the sources' lists in source order, deduplicated, keeping each source's score."""
-    return [replace(p.hit, snippet=p.snippet) for p in _collect(by_source, order)]
+    return [page.result() for page in _collect(by_source, order)]

@@ -44,7 +44,9 @@ Decisions:
   The caller class is one of those parts: fleet callers share `fleet`; each restricted caller
   has its own partition `restricted:<name>`, so restricted callers cannot observe each other
   either ("no other caller may observe the work").
-- Value: a JSON list of {url, title, snippet, score, source}; nothing else is ever written.
+- Value: a JSON list of {url, title, snippet, score, source, published, engines}; nothing
+  else is ever written (not SearXNG's answers or suggestions: a cache hit carries hits
+  only). A row from before `published`/`engines` reads as hits without them.
 - Expiry: a row expires at `now + ttl`, but never after the end of its UTC hour: the key holds
   the hour bucket, so nobody can hit it later, and the file stays bounded by one hour of
   searches. Expired rows are never served; `sweep()` deletes them, and so do a store's first
@@ -108,6 +110,7 @@ T = TypeVar("T")
 BUSY_TIMEOUT = 1.0
 SWEEP_EVERY = 256
 _FIELDS = ("url", "title", "snippet", "score", "source")
+_OPTIONAL = {"published": None, "engines": 0}
 
 _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # 0 → 1
@@ -229,7 +232,7 @@ class SQLiteStore:
     def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None:
         """Store hits under `key` until `now + ttl`, at the latest the end of the UTC hour."""
         value = json.dumps(
-            [{name: getattr(hit, name) for name in _FIELDS} for hit in hits],
+            [{name: getattr(hit, name) for name in (*_FIELDS, *_OPTIONAL)} for hit in hits],
             ensure_ascii=False,
             separators=(",", ":"),
         )
@@ -538,12 +541,21 @@ def _decode(value: str) -> tuple[Hit, ...]:
     """Turn a cached value back into hits; anything else is a fault, never a wrong answer."""
     try:
         items = json.loads(value)
-        hits = tuple(Hit(**{name: item[name] for name in _FIELDS}) for item in items)
-    except (ValueError, TypeError, KeyError) as exc:
+        hits = tuple(
+            Hit(
+                **{name: item[name] for name in _FIELDS},
+                **{name: item.get(name, default) for name, default in _OPTIONAL.items()},
+            )
+            for item in items
+        )
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise StoreError("a cached entry is unreadable") from exc
     for hit in hits:
         texts = (hit.url, hit.title, hit.snippet, hit.source)
         score_ok = isinstance(hit.score, int | float) and not isinstance(hit.score, bool)
-        if not (score_ok and all(isinstance(text, str) for text in texts)):
+        facts_ok = (hit.published is None or isinstance(hit.published, str)) and (
+            isinstance(hit.engines, int) and not isinstance(hit.engines, bool)
+        )
+        if not (score_ok and facts_ok and all(isinstance(text, str) for text in texts)):
             raise StoreError("a cached entry is unreadable")
     return hits

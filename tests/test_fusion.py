@@ -130,3 +130,68 @@ def test_fusion_is_deterministic() -> None:
     }
     first = fuse(by_source, order=ORDER)
     assert all(fuse(by_source, order=ORDER) == first for _ in range(5))
+
+
+def test_within_one_source_the_longer_snippet_wins_as_between_sources() -> None:
+    short = "twenty characters ok"
+    long = "a snippet of seventy-nine characters, which is what a person would rather read."
+    by_source = {
+        "searxng": [
+            hit("https://example.com/shared/", "searxng", snippet=short, title="first"),
+            hit("https://example.com/other", "searxng"),
+            hit("https://example.com/shared", "searxng", snippet=long, title="third"),
+        ]
+    }
+    for merged in (fuse(by_source, order=ORDER), concatenate(by_source, order=ORDER)):
+        assert [h.url for h in merged] == [
+            "https://example.com/shared/",
+            "https://example.com/other",
+        ]
+        assert merged[0].title == "first"
+        assert merged[0].snippet == long
+        assert len(short) == 20 and len(long) == 79
+
+
+def test_the_percent_encoded_and_raw_spellings_of_a_path_fuse() -> None:
+    by_source = {
+        "searxng": [hit("https://zh.example.cn/数据库/日志", "searxng")],
+        "tavily": [
+            hit("https://zh.example.cn/%E6%95%B0%E6%8D%AE%E5%BA%93/%E6%97%A5%E5%BF%97", "tavily")
+        ],
+    }
+    [only] = fuse(by_source, order=ORDER)
+    assert only.url == "https://zh.example.cn/数据库/日志"
+    assert only.score == 2 / 61
+
+
+def engined(url: str, source: str, engines: int, published: str | None = None) -> Hit:
+    return Hit(url, url, "s", 0.0, source, published=published, engines=engines)
+
+
+def test_engines_add_up_across_sources_and_a_lone_source_says_nothing() -> None:
+    by_source = {
+        "searxng": [engined("https://a.com", "searxng", 2), engined("https://b.com", "searxng", 1)],
+        "brave_llm": [
+            engined("https://a.com/", "brave_llm", 0),
+            engined("https://c.com", "brave_llm", 0),
+        ],
+        "tavily": [engined("https://a.com", "tavily", 0), engined("https://c.com", "tavily", 0)],
+    }
+    counts = {h.url: h.engines for h in fuse(by_source, order=ORDER)}
+    assert counts == {"https://a.com": 4, "https://b.com": 1, "https://c.com": 2}
+    lone = fuse({"tavily": [engined("https://d.com", "tavily", 0)]}, order=ORDER)
+    assert lone[0].engines == 0 and "engines" not in lone[0].to_dict()
+
+
+def test_a_repeat_within_a_source_keeps_the_larger_engine_count_and_a_known_date() -> None:
+    by_source = {
+        "searxng": [
+            engined("https://a.com/x", "searxng", 1),
+            engined("https://a.com/x/", "searxng", 3, published="2026-03-02T00:00:00"),
+        ],
+        "tavily": [engined("https://a.com/x", "tavily", 0, published="2020-01-01")],
+    }
+    [only] = concatenate(by_source, order=ORDER)
+    assert only.engines == 4
+    assert only.published == "2026-03-02T00:00:00"
+    assert only.to_dict()["published"] == "2026-03-02T00:00:00"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from siftlib.sources import SOURCES, BadResponse
+from siftlib.sources import SOURCES, BadResponse, Unresponsive
 from siftlib.sources.brave_llm import BraveLLM
 from siftlib.sources.searxng import SearXNG
 from siftlib.sources.tavily import Tavily
@@ -38,6 +38,59 @@ def test_searxng_legacy_format_with_string_answers() -> None:
     answer = SearXNG("http://x").parse(fixture("searxng/legacy-2024-format.json"))
     assert [h.title for h in answer.hits] == ["SQLite 教程", "SQLite 入门"]
     assert '"WAL"' in answer.hits[0].snippet
+    assert answer.answers == ("SQLite 是一个嵌入式数据库",)
+    assert answer.unresponsive == ()
+
+
+def test_searxng_partial_answer_names_its_unresponsive_engines_and_keeps_its_texts() -> None:
+    answer = SearXNG("http://x").parse(fixture("searxng/partial-three-unresponsive.json"))
+    assert answer.unresponsive == ("brave", "google", "startpage")
+    assert [h.url for h in answer.hits] == [
+        "https://forum.example.org/t/checkpoint-never-finishes/",
+        "https://www.sqlite.org/wal.html",
+        "https://blog.example.net/wal-growth",
+    ]
+    # An answer object's text; a translation (no `answer` text) is not an answer.
+    assert answer.answers == (
+        "PRAGMA wal_checkpoint(TRUNCATE) blocks until readers finish, then truncates the WAL.",
+    )
+    assert answer.suggestions == ("sqlite wal_autocheckpoint", "sqlite busy_timeout checkpoint")
+    assert answer.corrections == ("sqlite checkpoint starvation wal",)
+    assert all(h.url not in answer.answers for h in answer.hits)
+
+
+def test_searxng_with_no_result_and_every_engine_suspended_is_unresponsive() -> None:
+    with pytest.raises(Unresponsive):
+        SearXNG("http://x").parse(fixture("searxng/every-engine-suspended.json"))
+
+
+def test_searxng_empty_answer_with_every_engine_answering_is_a_plain_empty_answer() -> None:
+    body = json.dumps({"query": "q", "results": [], "unresponsive_engines": []}).encode()
+    assert SearXNG("http://x").parse(body).hits == []
+
+
+def test_searxng_carries_published_and_engines() -> None:
+    answer = SearXNG("http://x").parse(fixture("searxng/wal-typed-and-legacy.json"))
+    facts = {h.url: (h.published, h.engines) for h in answer.hits}
+    assert facts == {
+        "https://www.sqlite.org/wal.html": (None, 3),
+        "https://blog.example.net/sqlite-wal-explained/": ("2026-03-02T00:00:00", 2),
+        "https://docs.example.com/db/journal-modes#wal": (None, 1),
+        "https://www.sqlite.org/pragma.html?x=1#pragma_journal_mode": (None, 1),
+    }
+
+
+def test_searxng_asks_for_another_page_only_while_a_full_page_leaves_k_unfilled() -> None:
+    searxng = SearXNG("http://x")
+    full = searxng.parse(fixture("searxng/wal-page-1.json"))
+    short = searxng.parse(fixture("searxng/wal-page-2.json"))
+    assert len(full.hits) == 12 and len(short.hits) == 6
+    assert searxng.next_page(full, page=1, have=12, k=20)
+    assert not searxng.next_page(full, page=1, have=12, k=12)  # k is filled
+    assert not searxng.next_page(short, page=2, have=17, k=20)  # a short page is the last
+    assert not searxng.next_page(full, page=5, have=40, k=50)  # at most five pages
+    request = searxng.build_request("a", k=20, key=None, page=2)
+    assert request.url.params["pageno"] == "2"
 
 
 def test_searxng_request_and_403_hint() -> None:
@@ -63,6 +116,16 @@ def test_brave_maps_generic_then_sources_generic_missed() -> None:
     assert answer.credits == 1
     urls = [h.url for h in answer.hits]
     assert "https://maps.example.com/poi/1" not in urls  # poi and map are not web hits
+
+
+def test_brave_published_is_the_iso_date_of_age() -> None:
+    answer = BraveLLM("https://b").parse(fixture("brave_llm/wal-generic-and-sources.json"))
+    assert [h.published for h in answer.hits] == ["2026-03-02", None, "2026-03-02"]
+
+
+def test_tavily_published_date_in_iso_8601_and_an_unreadable_one_left_out() -> None:
+    answer = Tavily("https://t").parse(fixture("tavily/news-published-date.json"))
+    assert [h.published for h in answer.hits] == ["2026-11-04T09:30:00Z", "2026-11-20", None]
 
 
 def test_brave_request_uses_the_llm_context_endpoint_and_token_header() -> None:
@@ -163,3 +226,11 @@ def test_brave_drops_urls_holding_lone_surrogates() -> None:
         b' "sources": {"https://b.example/\\udc00": {"title": "y"}, "https://c.example/": {}}}'
     )
     assert [h.url for h in BraveLLM("https://b").parse(body).hits] == ["https://c.example/"]
+
+
+def test_real_searxng_unresponsive_engines_are_named(realdata: Path) -> None:
+    path = realdata / "searxng" / "atman-espresso-no-number-of-results.json"
+    answer = SearXNG("http://x").parse(path.read_bytes())
+    assert answer.unresponsive == ("duckduckgo", "startpage")
+    assert len(answer.suggestions) == 15
+    assert all(h.engines >= 1 for h in answer.hits)

@@ -19,7 +19,15 @@ from siftlib.store import Reservation, SQLiteStore, StoreError, cache_key, open_
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
 HITS = (
-    Hit(url="https://a.example/x", title="A", snippet="first", score=0.03, source="searxng"),
+    Hit(
+        url="https://a.example/x",
+        title="A",
+        snippet="first",
+        score=0.03,
+        source="searxng",
+        published="2026-03-02",
+        engines=2,
+    ),
     Hit(url="https://b.example/y", title="B ☃", snippet="", score=0.0, source="tavily"),
 )
 KEY_PARTS: dict[str, object] = {
@@ -115,15 +123,27 @@ def test_an_empty_answer_is_a_hit_not_a_miss(store: SQLiteStore) -> None:
     assert store.cache_get(key(), now=NOW).hits == ()
 
 
-def test_value_holds_only_urls_titles_snippets_scores_and_sources(
+def test_value_holds_only_urls_titles_snippets_scores_sources_dates_and_engine_counts(
     store: SQLiteStore, db_path: Path
 ) -> None:
     store.cache_put(key(), HITS, now=NOW, ttl=3600)
     with sqlite3.connect(db_path) as db:
         (value,) = db.execute("SELECT hits FROM search").fetchone()
     assert [set(item) for item in json.loads(value)] == [
-        {"url", "title", "snippet", "score", "source"}
+        {"url", "title", "snippet", "score", "source", "published", "engines"}
     ] * 2
+
+
+def test_a_row_from_before_dates_and_engine_counts_reads_without_them(
+    store: SQLiteStore, db_path: Path
+) -> None:
+    store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    old = [{"url": "https://a.com", "title": "A", "snippet": "a", "score": 1.0, "source": "tavily"}]
+    with sqlite3.connect(db_path) as db:
+        db.execute("UPDATE search SET hits = ?", (json.dumps(old),))
+    cached = store.cache_get(key(), now=NOW)
+    assert cached is not None
+    assert cached.hits == (Hit("https://a.com", "A", "a", 1.0, "tavily"),)
 
 
 def test_ttl_expiry_with_an_injected_clock(store: SQLiteStore) -> None:

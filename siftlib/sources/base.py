@@ -1,7 +1,12 @@
 """What every source adapter is: build a request from the config URL, map the response.
 
 An adapter knows only its provider's wire format. Threads, deadlines, size limits, caps,
-merging and metrics belong to the pipeline that calls it.
+merging and metrics belong to the pipeline that calls it. Paging is the adapter's word and
+the pipeline's loop: `next_page` says whether another page could add hits, the pipeline
+decides whether there is time for it.
+
+    BadResponse      the body is not the documented shape        → `<name>: bad response`
+    Unresponsive     the body is fine but nothing behind it answered → `<name>: unresponsive`
 
 Hostile bodies are `BadResponse`, never another exception: `NaN`/`Infinity` (not JSON, though
 `json.loads` takes them), nesting too deep for the decoder (`RecursionError`), and a number
@@ -27,12 +32,25 @@ class BadResponse(Exception):
     """The upstream answered 2xx with a body that is not the documented shape."""
 
 
+class Unresponsive(Exception):
+    """The upstream answered with no hits because every engine behind it failed."""
+
+
 @dataclass(frozen=True)
 class Answer:
-    """What one upstream call yielded: hits in the source's own order, and credits spent."""
+    """What one upstream call yielded: hits in the source's own order, and what came with them.
+
+    `unresponsive` names the upstream's own engines that failed to answer (an answer with
+    some is partial); `answers`, `suggestions` and `corrections` are the upstream's texts
+    about the query, never hits.
+    """
 
     hits: list[Hit]
     credits: int = 0
+    unresponsive: tuple[str, ...] = ()
+    answers: tuple[str, ...] = ()
+    suggestions: tuple[str, ...] = ()
+    corrections: tuple[str, ...] = ()
 
 
 class Source:
@@ -52,13 +70,17 @@ class Source:
             return True
         return self.max_query_words is not None and len(query.split()) > self.max_query_words
 
-    def build_request(self, query: str, *, k: int, key: str | None) -> httpx.Request:
-        """Return the HTTP request for one search."""
+    def build_request(self, query: str, *, k: int, key: str | None, page: int = 1) -> httpx.Request:
+        """Return the HTTP request for one search (one page of it)."""
         raise NotImplementedError
 
     def parse(self, body: bytes) -> Answer:
-        """Map a 2xx response body into hits; raise `BadResponse` when it is not usable."""
+        """Map a 2xx response body; raise `BadResponse` or `Unresponsive` when it is unusable."""
         raise NotImplementedError
+
+    def next_page(self, last: Answer, *, page: int, have: int, k: int) -> bool:
+        """Tell whether page `page + 1` could add hits when `have` distinct ones of `k` are in."""
+        return False
 
     def describe_status(self, status: int) -> str:
         """Return the warning kind for a non-2xx status."""
@@ -122,19 +144,18 @@ def number(value: Any) -> float:
     return result
 
 
-def map_results(data: dict[str, Any], source: str) -> list[Hit]:
-    """Map `results[].url|title|content|score` to hits, dropping those without a string URL."""
+def results_list(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """Return `results[]`'s objects that carry a string `url`, or raise `BadResponse`."""
     results = data.get("results")
     if not isinstance(results, list):
         raise BadResponse("no results list")
-    return [
-        Hit(
-            url=item["url"],
-            title=text(item.get("title")),
-            snippet=text(item.get("content")),
-            score=number(item.get("score")),
-            source=source,
-        )
-        for item in results
-        if isinstance(item, dict) and is_url(item.get("url"))
-    ]
+    return [item for item in results if isinstance(item, dict) and is_url(item.get("url"))]
+
+
+def texts(value: Any) -> tuple[str, ...]:
+    """Return the non-empty strings of a list, in order, once each."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(
+        dict.fromkeys(text(item) for item in value if isinstance(item, str) and item.strip())
+    )

@@ -6,6 +6,7 @@ is never returned or stored even when Tavily sends one. Results are kept in Tavi
 (not re-sorted by score). An answer without `usage.credits` counts one credit; credits
 that are not a number from 0 to `MAX_CREDITS` (a basic search costs 1, an advanced one 2)
 make the answer a `BadResponse`, so a hostile `1e30` never reaches the daily total.
+A result's `published_date` (news results carry one) becomes `published`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ import math
 
 import httpx
 
-from siftlib.sources.base import Answer, BadResponse, Source, load_object, map_results, number
+from siftlib.hits import Hit, iso_date
+from siftlib.sources.base import (
+    Answer,
+    BadResponse,
+    Source,
+    load_object,
+    number,
+    results_list,
+    text,
+)
 
 MAX_RESULTS = 20
 MAX_CREDITS = 100
@@ -40,7 +50,7 @@ class Tavily(Source):
     key_name = "TAVILY_API_KEY"
     max_query_chars = 400
 
-    def build_request(self, query: str, *, k: int, key: str | None) -> httpx.Request:
+    def build_request(self, query: str, *, k: int, key: str | None, page: int = 1) -> httpx.Request:
         return httpx.Request(
             "POST",
             self.url,
@@ -50,7 +60,18 @@ class Tavily(Source):
 
     def parse(self, body: bytes) -> Answer:
         data = load_object(body)
-        return Answer(map_results(data, self.name), credits=credits_used(data))
+        hits = [
+            Hit(
+                url=item["url"],
+                title=text(item.get("title")),
+                snippet=text(item.get("content")),
+                score=number(item.get("score")),
+                source=self.name,
+                published=iso_date(item.get("published_date")),
+            )
+            for item in results_list(data)
+        ]
+        return Answer(hits, credits=credits_used(data))
 
 
 def credits_used(data: dict[str, object]) -> int:
