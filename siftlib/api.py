@@ -109,10 +109,7 @@ def native_answer(response: SearchResponse) -> dict[str, object]:
 
 def firecrawl_answer(response: SearchResponse) -> dict[str, object]:
     """Return Firecrawl's `/v2/search` shape of a search's outcome."""
-    web = [
-        {"url": hit.url, "title": hit.title, "description": hit.snippet, "position": i}
-        for i, hit in enumerate(response.results, 1)
-    ]
+    web = [hit.to_firecrawl(i) for i, hit in enumerate(response.results, 1)]
     return {"success": True, "data": {"web": web}}
 
 

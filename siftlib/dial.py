@@ -23,21 +23,26 @@ attribute, `HTTPTransport._pool`, and uses httpcore's `SyncStream`; the `httpx<0
 requirement pins both, and the tests exercise both.
 
 Resolution happens at open and again once `refresh_interval` (10 minutes) has passed, checked
-on every request and every `refused` read. An unacceptable answer (or a failed lookup) is
+on every request and every `problem` read. An unacceptable answer or a failed lookup is
 retried sooner, after at most 30 s, so one DNS hiccup at start does not silence a source for
-ten minutes. An answer is acceptable when it is not empty, holds no cloud metadata address
-and, for a source that must be public (Brave, Tavily), when every record `is_public`.
-SearXNG (`public=False`) may resolve to loopback or private addresses and is pinned all the
-same. `allow_private=True` (the test-only `--allow-private-upstreams`) lets a public source
-use non-public addresses, still pinned, and logs a loud warning at open. Nothing else relaxes
-the boundary: a caller-supplied `ssl_context` must verify certificates and hostnames.
+ten minutes. The two are told apart: a lookup that fails or finds no address is `dns failed`
+(`LookupFailed`), an answer the boundary does not accept is `upstream refused`
+(`UpstreamRefused`); an operator fixes the first in DNS and must never "fix" the second.
+An answer is acceptable when it holds no cloud metadata address and, for a source that must
+be public (Brave, Tavily), when every record `is_public`. SearXNG (`public=False`) may
+resolve to loopback or private addresses and is pinned all the same. `allow_private=True`
+(the test-only `--allow-private-upstreams`) lets a public source use non-public addresses,
+still pinned, and logs a loud warning at the first such open in the process (once, however
+many sources and searchers use it). Nothing else relaxes the boundary: a caller-supplied
+`ssl_context` must verify certificates and hostnames.
 
 The client: `trust_env=False` (no proxy from the environment; with an explicit transport
 httpx would ignore them anyway), a cookie jar whose policy accepts no cookie, and redirects
 followed at most one hop, only within the configured scheme, host and port. A response hook
 refuses any other redirect with `RedirectRefused`, an `httpx.TooManyRedirects`, because the
 first request *was* sent (a daily cap must not be refunded); the transport's origin check
-stands behind it. `UpstreamRefused`, an `httpx.ConnectError`, always means nothing was sent.
+stands behind it. `UpstreamRefused` and `LookupFailed`, both `httpx.ConnectError`s, always
+mean nothing was sent.
 TLS verifies against the system roots: `ssl.create_default_context()`, i.e. OpenSSL's default
 store, which the operator may point elsewhere with `SSL_CERT_FILE`/`SSL_CERT_DIR` (how the
 system's roots are configured on some hosts); there is no switch to turn verification off.
@@ -78,7 +83,14 @@ import httpcore
 import httpx
 from httpcore._backends.sync import SyncStream
 
-__all__ = ["RedirectRefused", "Upstream", "UpstreamRefused", "is_public", "open_upstream"]
+__all__ = [
+    "LookupFailed",
+    "RedirectRefused",
+    "Upstream",
+    "UpstreamRefused",
+    "is_public",
+    "open_upstream",
+]
 
 log = logging.getLogger("sift")
 
@@ -132,6 +144,14 @@ _METADATA = frozenset(
 
 class UpstreamRefused(httpx.ConnectError):
     """The dialer refused to connect: the address or port is outside the pinned set."""
+
+
+class LookupFailed(httpx.ConnectError):
+    """The upstream's host name did not resolve to any address; nothing was sent."""
+
+
+DNS_FAILED = "dns failed"
+REFUSED = "upstream refused"
 
 
 class RedirectRefused(httpx.TooManyRedirects):
@@ -201,6 +221,7 @@ class _Pin:
         self._refresh_interval = refresh_interval
         self._lock = threading.Lock()
         self._addresses: tuple[str, ...] = ()
+        self.problem: str | None = None  # DNS_FAILED or REFUSED while there is no address
         self._resolved_at = 0.0
         self._resolve()
 
@@ -214,17 +235,30 @@ class _Pin:
                 self._resolve()
             return self._addresses
 
+    def refusal(self) -> httpx.ConnectError:
+        """Return the error for a connection attempt while there is no acceptable address."""
+        if self.problem == DNS_FAILED:
+            return LookupFailed("dns failed: the host name did not resolve")
+        return UpstreamRefused("upstream refused: no acceptable address")
+
     def _resolve(self) -> None:
         self._resolved_at = self._clock()
         try:
             answer = self._resolver(self.host, self.port)
+        except (OSError, UnicodeError):
+            answer = []
+        if not answer:
+            self._addresses, self.problem = (), DNS_FAILED
+            return
+        try:
             parsed = [ipaddress.ip_address(ip) for ip in answer]
-        except (OSError, ValueError, UnicodeError):
+        except ValueError:
             parsed = []
         acceptable = bool(parsed) and not any(_is_metadata(ip) for ip in parsed)
         if self._public:
             acceptable = acceptable and all(is_public(ip) for ip in parsed)
         self._addresses = tuple(answer) if acceptable else ()
+        self.problem = None if acceptable else REFUSED
 
 
 class _PinnedBackend(httpcore.NetworkBackend):
@@ -246,7 +280,7 @@ class _PinnedBackend(httpcore.NetworkBackend):
             raise UpstreamRefused("upstream refused: host or port outside the pinned set")
         addresses = self._pin.addresses()
         if not addresses:
-            raise UpstreamRefused("upstream refused: no acceptable address")
+            raise self._pin.refusal()
         error: OSError = OSError("no address")
         for ip in addresses:
             try:
@@ -287,7 +321,9 @@ class _PinnedTransport(httpx.HTTPTransport):
                 "upstream refused: scheme, host or port outside the pinned set", request=request
             )
         if not self._pin.addresses():
-            raise UpstreamRefused("upstream refused: no acceptable address", request=request)
+            error = self._pin.refusal()
+            error.request = request
+            raise error
         return super().handle_request(request)
 
 
@@ -344,6 +380,11 @@ class Upstream:
         """True while the latest resolution is not acceptable; re-resolves when due."""
         return not self._pin.addresses()
 
+    @property
+    def problem(self) -> str | None:
+        """`dns failed` or `upstream refused` while the source cannot be dialled, else None."""
+        return None if self._pin.addresses() else self._pin.problem
+
     def close(self) -> None:
         """Close the pooled connections."""
         self.client.close()
@@ -367,6 +408,23 @@ def _verified_context(scheme: str, ssl_context: ssl.SSLContext | None) -> ssl.SS
     if not ssl_context.check_hostname or ssl_context.verify_mode != ssl.CERT_REQUIRED:
         raise ValueError("the TLS context must verify certificates and hostnames")
     return ssl_context
+
+
+_banner_lock = threading.Lock()
+_banner_shown = False
+
+
+def _announce_allow_private() -> None:
+    """Log the test-only switch's banner, once per process."""
+    global _banner_shown
+    with _banner_lock:
+        if _banner_shown:
+            return
+        _banner_shown = True
+    log.warning(
+        "--allow-private-upstreams is ON: public sources may connect to loopback and "
+        "private addresses. This switch is for tests only; never run a gateway with it."
+    )
 
 
 def open_upstream(
@@ -393,10 +451,7 @@ def open_upstream(
     if not parsed.raw_host:
         raise ValueError("an upstream URL must name a host")
     if public and allow_private:
-        log.warning(
-            "--allow-private-upstreams is ON: public sources may connect to loopback and "
-            "private addresses. This switch is for tests only; never run a gateway with it."
-        )
+        _announce_allow_private()
     pin = _Pin(
         _origin(parsed),
         public=public and not allow_private,

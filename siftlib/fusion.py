@@ -59,7 +59,7 @@ def _seen_again(first: Hit, later: Hit) -> Hit:
     return first
 
 
-def _distinct(hits: Sequence[Hit]) -> dict[str, Hit]:
+def distinct(hits: Sequence[Hit]) -> dict[str, Hit]:
     """Fold one source's repeated pages into their first appearance, keeping rank order."""
     out: dict[str, Hit] = {}
     for hit in hits:
@@ -75,7 +75,7 @@ def _distinct(hits: Sequence[Hit]) -> dict[str, Hit]:
 def _collect(by_source: Mapping[str, Sequence[Hit]], order: Sequence[str]) -> list[_Merged]:
     merged: dict[str, _Merged] = {}
     for source_index, name in enumerate(order):
-        for rank, (key, hit) in enumerate(_distinct(by_source.get(name, ())).items(), 1):
+        for rank, (key, hit) in enumerate(distinct(by_source.get(name, ())).items(), 1):
             page = merged.get(key)
             if page is None:
                 merged[key] = _Merged(hit, len(merged), source_index, [rank], [hit.engines])

@@ -6,7 +6,7 @@
 One search (search.md §4): validate the query, plan the sources (enabled, keyed, not
 refused, under their query caps, daily cap reserved), look the plan up in the cache, fan out
 to every planned source at once under one wall-clock deadline, merge (`fusion`), truncate,
-and store the result only when every attempted source succeeded.
+and store the result only when every attempted source succeeded in full.
 
 Decisions the spec leaves open:
 - Each source runs on a worker thread; the caller waits at most `search.timeout` in all.
@@ -22,6 +22,17 @@ Decisions the spec leaves open:
   (its text may quote the upstream's body). The other sources' hits are kept.
 - A query that cannot be encoded as UTF-8 (a lone surrogate, which `json.loads` lets through
   from both `"\\ud800"` and the raw bytes `ED A0 80`) is `invalid query`.
+- A partial answer is served with a warning but never cached: SearXNG naming unresponsive
+  engines (`searxng: partial (3 engines unresponsive)`), or a later page lost
+  (`searxng: partial (page 2 timeout)`). SearXNG with no hit and unresponsive engines is a
+  failure, `searxng: unresponsive`.
+- Pages: while the source says another page could help (SearXNG: a full page, fewer than
+  `k` distinct hits), its worker asks for the next one under the same deadline. The pages in
+  so far are kept at the deadline or when a later page fails; a page that adds no new URL
+  ends the paging. Each page is an upstream call in `search_queries`.
+- SearXNG's answers, suggestions and corrections go into the native envelope (`answers`,
+  `suggestions`, `corrections`, each only when not empty) and nowhere else; a cache hit has
+  none (the cache holds hits only).
 """
 
 from __future__ import annotations
@@ -32,18 +43,18 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import httpx
 
 from siftlib import fusion
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
-from siftlib.dial import Upstream, UpstreamRefused, open_upstream
+from siftlib.dial import LookupFailed, Upstream, UpstreamRefused, open_upstream
 from siftlib.errors import NoResultsError, QueryError
 from siftlib.hits import Hit
 from siftlib.metrics import Metrics
-from siftlib.sources import SOURCES, BadResponse, Source
+from siftlib.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
 from siftlib.store import Reservation, StoreError, cache_key, open_store
 
 if TYPE_CHECKING:
@@ -83,11 +94,13 @@ class SearchResponse:
     rerank_ms: int
     cached: bool
     credits: dict[str, int] = field(default_factory=dict)
+    notes: QueryNotes = QueryNotes()
 
     def to_native(self) -> dict[str, object]:
         """Return the native API's response envelope (search.md §3.1)."""
         return {
             "results": [hit.to_dict() for hit in self.results],
+            **self.notes.to_dict(),
             "warnings": self.warnings,
             "sizes": {
                 "results": len(self.results),
@@ -101,13 +114,47 @@ class SearchResponse:
 
 @dataclass(frozen=True)
 class SourceOutcome:
-    """What one call to a source came to: hits, or the warning kind that replaced them."""
+    """What one source came to: hits, or the warning kind that replaced them.
+
+    A usable answer may still be partial: `unresponsive` names the upstream's engines that
+    did not answer, `lost_page` says which later page failed and how (`(2, "timeout")`).
+    """
 
     name: str
     hits: list[Hit] = field(default_factory=list)
     credits: int = 0
     failure: str | None = None
     sent: bool = True
+    calls: int = 1
+    unresponsive: tuple[str, ...] = ()
+    lost_page: tuple[int, str] | None = None
+    notes: QueryNotes = QueryNotes()
+
+    @property
+    def partial(self) -> list[str]:
+        """Return why a usable answer is incomplete, one reason a warning."""
+        reasons = [f"{len(self.unresponsive)} engines unresponsive"] if self.unresponsive else []
+        if self.lost_page is not None:
+            reasons.append("page {} {}".format(*self.lost_page))
+        return reasons
+
+    def and_page(self, page: SourceOutcome) -> SourceOutcome:
+        """Return this outcome with a later page's hits, credits, engines and notes added."""
+        return replace(
+            self,
+            hits=self.hits + page.hits,
+            credits=self.credits + page.credits,
+            calls=self.calls + page.calls,
+            unresponsive=tuple(dict.fromkeys((*self.unresponsive, *page.unresponsive))),
+            notes=self.notes | page.notes,
+        )
+
+
+class _Pages:
+    """The pages of one source that are in so far, for the fan-out to take at the deadline."""
+
+    def __init__(self) -> None:
+        self.latest: tuple[int, SourceOutcome] | None = None  # (pages in, outcome); one write
 
 
 class _TooLarge(Exception):
@@ -213,14 +260,12 @@ class Searcher:
         return self._keys.get(name)
 
     def unavailable(self, name: str) -> str | None:
-        """Say why a source cannot be called at all (disabled, missing key, refused), or None."""
+        """Say why a source cannot be called at all (disabled, missing key, DNS, refused)."""
         if name not in self._sources:
             return "disabled"
         if name not in self._upstreams:
             return "missing key"
-        if self._upstreams[name].refused:
-            return "upstream refused"
-        return None
+        return self._upstreams[name].problem
 
     def degraded(self) -> list[str]:
         """List what cannot serve now: `search.<name>: <why>` per source, then a store fault."""
@@ -303,10 +348,15 @@ class Searcher:
         outcomes = self._fan_out(planned, query, k, started)
         by_source: dict[str, list[Hit]] = {}
         failed: list[str] = []
+        complete = True
+        notes = QueryNotes()
         for outcome in outcomes:
             self._account(request.caller, outcome, plan[outcome.name], day)
             if outcome.failure is None:
                 by_source[outcome.name] = outcome.hits
+                notes = notes | outcome.notes
+                warnings.extend(f"{outcome.name}: partial ({why})" for why in outcome.partial)
+                complete = complete and not outcome.partial
             else:
                 failed.append(outcome.name)
                 warnings.append(f"{outcome.name}: {outcome.failure}")
@@ -324,7 +374,7 @@ class Searcher:
         hits = hits[:k]
         rerank_ms = round((time.monotonic() - merge_started) * 1000) if rerank else 0
 
-        if key is not None and not failed:
+        if key is not None and not failed and complete:
             try:
                 assert self.store is not None
                 self.store.cache_put(key, hits, now=now, ttl=self.config.cache_ttl)
@@ -334,6 +384,7 @@ class Searcher:
             request, query, hits, warnings, ok, failed, started, rerank_ms, cached=False
         )
         response.credits = {o.name: o.credits for o in outcomes if o.credits}
+        response.notes = notes
         return response
 
     def _merge_mode(self, rerank: bool, planned: Sequence[str]) -> str:
@@ -391,7 +442,7 @@ class Searcher:
             elif outcome.failure != "timeout":  # a timed-out call may be charged: kept booked
                 self.store.settle(reservation, actual=outcome.credits)
         if outcome.sent:
-            self.metrics.inc("search_queries", caller=caller, source=name)
+            self.metrics.inc("search_queries", outcome.calls, caller=caller, source=name)
         if outcome.credits:
             self.metrics.inc("search_credits", outcome.credits, caller=caller, source=name)
         if outcome.failure is not None:
@@ -407,8 +458,9 @@ class Searcher:
     ) -> list[SourceOutcome]:
         """Call every planned source at once; whatever is not back by the deadline timed out."""
         deadline = started + self.config.timeout
+        pages = {name: _Pages() for name in planned}
         futures: dict[str, Future[SourceOutcome]] = {
-            name: self._pool.submit(self._call, name, self._request(name, query, k), deadline)
+            name: self._pool.submit(self._pages, name, query, k, deadline, pages[name])
             for name in planned
         }
         wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
@@ -416,12 +468,38 @@ class Searcher:
         for name, future in futures.items():
             if future.done():
                 outcomes.append(future.result())
+            elif (latest := pages[name].latest) is not None:
+                done, outcome = latest
+                lost = (done + 1, "timeout")
+                outcomes.append(replace(outcome, calls=outcome.calls + 1, lost_page=lost))
             else:
                 outcomes.append(SourceOutcome(name, failure="timeout"))
         return outcomes
 
-    def _request(self, name: str, query: str, k: int) -> httpx.Request:
-        return self._sources[name].build_request(query, k=k, key=self._keys[name])
+    def _pages(
+        self, name: str, query: str, k: int, deadline: float, pages: _Pages
+    ) -> SourceOutcome:
+        """Call a source for page 1, then for further pages while they may fill `k`."""
+        adapter = self._sources[name]
+        outcome = self._call(name, self._request(name, query, k), deadline)
+        page, got = 1, len(outcome.hits)
+        have = len(fusion.distinct(outcome.hits))
+        while outcome.failure is None and adapter.next_page(page=page, got=got, have=have, k=k):
+            pages.latest = (page, outcome)
+            page += 1
+            more = self._call(name, self._request(name, query, k, page=page), deadline)
+            if more.failure is not None:
+                calls = outcome.calls + int(more.sent)
+                return replace(outcome, calls=calls, lost_page=(page, more.failure))
+            outcome = outcome.and_page(more)
+            got, before = len(more.hits), have
+            have = len(fusion.distinct(outcome.hits))
+            if have == before:
+                break  # the page repeated what was in: nothing further to come
+        return outcome
+
+    def _request(self, name: str, query: str, k: int, *, page: int = 1) -> httpx.Request:
+        return self._sources[name].build_request(query, k=k, key=self._keys[name], page=page)
 
     def call(self, name: str, request: httpx.Request, *, caller: str) -> SourceOutcome:
         """Send one hand-built request to a source under its daily cap and the search timeout.
@@ -457,12 +535,16 @@ class Searcher:
             answer = adapter.parse(body)
         except UpstreamRefused:
             return SourceOutcome(name, failure="upstream refused", sent=False)
+        except LookupFailed:
+            return SourceOutcome(name, failure="dns failed", sent=False)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol):
             return SourceOutcome(name, failure="connection failed", sent=False)
         except (httpx.TimeoutException, _Deadline):
             return SourceOutcome(name, failure="timeout")
         except _TooLarge:
             return SourceOutcome(name, failure="too large")
+        except Unresponsive:
+            return SourceOutcome(name, failure="unresponsive")
         except BadResponse:
             return SourceOutcome(name, failure="bad response")
         except httpx.TooManyRedirects:
@@ -472,7 +554,13 @@ class Searcher:
         except Exception as exc:  # a failing source is recorded, never raised
             log.warning("%s: bad response (%s)", name, type(exc).__name__)
             return SourceOutcome(name, failure="bad response")
-        return SourceOutcome(name, hits=answer.hits, credits=answer.credits)
+        return SourceOutcome(
+            name,
+            hits=answer.hits,
+            credits=answer.credits,
+            unresponsive=answer.unresponsive,
+            notes=answer.notes,
+        )
 
     def _finish(
         self,

@@ -15,6 +15,8 @@ import pytest
 from gatewaykit import FakeUpstream, fixture_bytes
 from pytest_httpserver import HTTPServer
 
+from siftlib import dial
+
 REALDATA = Path(
     os.environ.get("SIFT_REALDATA") or Path(__file__).resolve().parents[2] / "shared" / "realdata"
 )
@@ -45,6 +47,12 @@ def clean_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def fresh_process_banner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let each test see the once-per-process `--allow-private-upstreams` banner afresh."""
+    monkeypatch.setattr(dial, "_banner_shown", False)
 
 
 @pytest.fixture

@@ -66,6 +66,25 @@ def test_json_prints_the_native_envelope(
     assert set(envelope) == {"results", "warnings", "sizes", "timings", "cached"}
 
 
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
+def test_warnings_go_to_stderr_in_both_output_modes(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str], as_json: bool
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_data(
+        (TESTDATA / "searxng/partial-three-unresponsive.json").read_bytes(),
+        content_type="application/json",
+    )
+    path = config(tmp_path, httpserver)
+    argv = ["search", "q", "--local", "--config", path, *(["--json"] if as_json else [])]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert err == "sift: warning: searxng: partial (3 engines unresponsive)\n"
+    if as_json:
+        assert json.loads(out)["warnings"] == ["searxng: partial (3 engines unresponsive)"]
+    else:
+        assert "partial" not in out
+
+
 def test_zero_hits_says_no_results_and_succeeds(
     tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from siftlib.dial import (
+    LookupFailed,
     RedirectRefused,
     UpstreamRefused,
     _Pin,
@@ -302,7 +303,6 @@ def test_open_upstream_rejects_bad_urls(url: str) -> None:
         ["::ffff:127.0.0.1"],
         ["1.1.1.1", "127.0.0.1"],  # every record is checked, not just the first
         ["2606:4700:4700::1111", "fd00::1"],
-        [],
         ["not-an-address"],
     ],
 )
@@ -315,6 +315,7 @@ def test_public_source_with_a_poisoned_answer_is_refused(
         url, public=True, timeout=2.0, resolver=fixed(*answer), connect=dialer
     ) as upstream:
         assert upstream.refused
+        assert upstream.problem == "upstream refused"
         with pytest.raises(UpstreamRefused):
             upstream.client.post(url, json={"query": "x"})
         with pytest.raises(UpstreamRefused):
@@ -323,16 +324,36 @@ def test_public_source_with_a_poisoned_answer_is_refused(
     assert not sentinel.contacted()
 
 
-def test_failed_lookup_is_refused(sentinel: Sentinel) -> None:
-    def broken(host: str, port: int) -> list[str]:
-        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+def no_name(host: str, port: int) -> list[str]:
+    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
+
+@pytest.mark.parametrize("resolver", [no_name, fixed()], ids=["lookup error", "no address"])
+def test_failed_lookup_is_a_dns_failure_not_a_refusal(
+    resolver: Callable[[str, int], list[str]], sentinel: Sentinel
+) -> None:
     url = f"http://api.search.test:{sentinel.port}/"
-    with open_upstream(url, public=True, timeout=2.0, resolver=broken) as upstream:
+    with open_upstream(url, public=True, timeout=2.0, resolver=resolver) as upstream:
         assert upstream.refused
-        with pytest.raises(UpstreamRefused):
+        assert upstream.problem == "dns failed"
+        with pytest.raises(LookupFailed) as raised:
             upstream.client.get(url)
+        assert not isinstance(raised.value, UpstreamRefused)
     assert not sentinel.contacted()
+
+
+def test_a_lookup_that_recovers_clears_the_dns_failure(server: FakeUpstream) -> None:
+    server.route("/search", json.dumps({"results": []}).encode())
+    answers: list[list[str]] = [[], ["127.0.0.1"]]
+    clock = Clock()
+    url = f"http://searxng.test:{server.port}/search"
+    with open_upstream(
+        url, public=False, timeout=2.0, resolver=lambda h, p: answers.pop(0), clock=clock
+    ) as upstream:
+        assert upstream.problem == "dns failed"
+        clock.now += 31  # a failed lookup is retried within 30 s
+        assert upstream.problem is None
+        assert upstream.client.get(url).status_code == 200
 
 
 def test_public_source_connects_only_to_its_pinned_public_addresses(server: FakeUpstream) -> None:
@@ -549,7 +570,7 @@ def test_refresh_happens_on_connect_without_reading_refused(server: FakeUpstream
         refresh_interval=600.0,
     ) as upstream:
         assert upstream.client.get(url).text == "ok"
-        answer[:] = []
+        answer[:] = ["169.254.169.254"]
         clock.now += 600.0
         with pytest.raises(UpstreamRefused):
             upstream.client.get(url)
@@ -557,6 +578,19 @@ def test_refresh_happens_on_connect_without_reading_refused(server: FakeUpstream
 
 
 # --- the test-only switch ----------------------------------------------------------------
+
+
+def test_allow_private_banner_is_logged_once_per_process(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="sift"):
+        for url in ("http://api.tavily.test:9/search", "http://api.brave.test:9/llm"):
+            for _ in range(2):
+                open_upstream(
+                    url, public=True, timeout=1.0, allow_private=True, resolver=fixed("127.0.0.1")
+                ).close()
+    banners = [r for r in caplog.records if "--allow-private-upstreams" in r.getMessage()]
+    assert len(banners) == 1
 
 
 def test_allow_private_lets_a_public_source_use_loopback_loudly(

@@ -93,6 +93,15 @@ def test_three_sources_fuse_in_the_hand_computed_order(
     assert [h.score for h in response.results[:3]] == [wal, blog, 1 / 62]
     assert response.results[0].snippet.startswith("WAL mode lets readers")  # brave's is longer
     assert response.results[1].snippet.startswith("## WAL mode")  # tavily's is longer
+    # Engines: SearXNG's own count plus one for each other source that returned the page.
+    assert [(h.engines, h.published) for h in response.results] == [
+        (3 + 1 + 1, "2026-03-02"),  # SearXNG has no date for it; Brave's `age` has
+        (2 + 1 + 1, "2026-03-02T00:00:00"),
+        (0, None),  # Brave alone: nothing beyond the source vouches for it
+        (1, None),
+        (0, None),
+        (1, None),
+    ]
     assert response.warnings == []
     assert response.sources_ok == ["searxng", "brave_llm", "tavily"]
     assert response.credits == {"brave_llm": 1, "tavily": 1}
@@ -511,3 +520,111 @@ def test_a_missing_configured_secret_env_is_named_when_a_key_is_missing(
     finally:
         missing.close()
         keyed.close()
+
+
+# --- what SearXNG says beside its results, and its pages -----------------------------------
+
+
+def serve_pages(httpserver: HTTPServer, page_2: Callable[..., None] | None = None) -> None:
+    """Serve the two recorded pages of one SearXNG query, each on its own `pageno`."""
+    httpserver.expect_request(
+        "/searx/search", query_string={"q": "sqlite wal", "format": "json", "pageno": "1"}
+    ).respond_with_data(body("searxng/wal-page-1.json"), content_type="application/json")
+    page = httpserver.expect_request(
+        "/searx/search", query_string={"q": "sqlite wal", "format": "json", "pageno": "2"}
+    )
+    if page_2 is None:
+        page.respond_with_data(body("searxng/wal-page-2.json"), content_type="application/json")
+    else:
+        page_2(page)
+
+
+def searx_pages(httpserver: HTTPServer) -> list[str]:
+    return [r.args["pageno"] for r, _ in httpserver.log if r.path == "/searx/search"]
+
+
+def test_answers_suggestions_and_corrections_ride_in_the_envelope_never_as_hits(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_data(
+        body("searxng/partial-three-unresponsive.json"), content_type="application/json"
+    )
+    envelope = make_searcher(sources=("searxng",)).search(SearchRequest(query="q")).to_native()
+    assert envelope["answers"] == [
+        "PRAGMA wal_checkpoint(TRUNCATE) blocks until readers finish, then truncates the WAL."
+    ]
+    assert envelope["suggestions"] == [
+        "sqlite wal_autocheckpoint",
+        "sqlite busy_timeout checkpoint",
+    ]
+    assert envelope["corrections"] == ["sqlite checkpoint starvation wal"]
+    results = envelope["results"]
+    assert isinstance(results, list) and len(results) == 3
+    texts = json.dumps(results)
+    assert "wal_checkpoint(TRUNCATE)" not in texts and "busy_timeout" not in texts
+
+
+def test_an_envelope_without_upstream_texts_has_no_such_keys(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    httpserver.expect_request("/tavily", method="POST").respond_with_data(
+        body("tavily/wal-usage-unsorted.json"), content_type="application/json"
+    )
+    envelope = make_searcher(sources=("tavily",)).search(SearchRequest(query="q")).to_native()
+    assert set(envelope) == {"results", "warnings", "sizes", "timings", "cached"}
+
+
+def test_a_k_one_page_cannot_fill_asks_for_the_second_page(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_pages(httpserver)
+    searcher = make_searcher(sources=("searxng",))
+    response = searcher.search(SearchRequest(query="sqlite wal", k=20))
+    assert searx_pages(httpserver) == ["1", "2"]
+    # 12 + 6 hits, one of page 2's the same page as page 1's first: 17 distinct pages.
+    urls = [h.url for h in response.results]
+    assert len(urls) == 17 and urls[0] == "https://example.com/shared/"
+    assert response.results[0].snippet == (
+        "A seventy-nine character snippet that explains the shared-memory file of WAL..."
+    )
+    assert urls[12:] == [f"https://docs.example.org/wal/{i}" for i in range(12, 17)]
+    assert response.results[12].published == "2025-12-01T00:00:00"
+    assert response.warnings == []
+    assert searcher.metrics.snapshot()["search_queries"] == {"caller=local,source=searxng": 2}
+
+
+def test_a_k_the_first_page_fills_asks_for_one_page(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_pages(httpserver)
+    response = make_searcher(sources=("searxng",)).search(SearchRequest(query="sqlite wal", k=10))
+    assert searx_pages(httpserver) == ["1"]
+    assert len(response.results) == 10
+
+
+@pytest.mark.parametrize(
+    ("respond", "warning"),
+    [
+        (lambda h: h.respond_with_data("boom", status=500), "searxng: partial (page 2 500)"),
+        (lambda h: h.respond_with_handler(hang), "searxng: partial (page 2 timeout)"),
+        (
+            lambda h: h.respond_with_data("<html>", status=200),
+            "searxng: partial (page 2 bad response)",
+        ),
+    ],
+    ids=["500", "deadline", "garbage"],
+)
+def test_a_failed_second_page_keeps_the_first_pages_hits_with_a_warning(
+    httpserver: HTTPServer,
+    make_searcher: Callable[..., Searcher],
+    respond: Callable[..., None],
+    warning: str,
+) -> None:
+    serve_pages(httpserver, respond)
+    searcher = make_searcher(sources=("searxng",), timeout="1s")
+    response = searcher.search(SearchRequest(query="sqlite wal", k=20))
+    assert response.warnings == [warning]
+    assert response.sources_ok == ["searxng"] and response.sources_failed == []
+    assert len(response.results) == 12
+    assert response.results[0].snippet == "twenty characters ok"
+    assert searcher.metrics.snapshot()["search_queries"] == {"caller=local,source=searxng": 2}

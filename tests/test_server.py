@@ -25,6 +25,8 @@ from siftlib.server import check_open_mode, split_listen
 
 TOKEN = "tok-ops-9f8e7d"
 FORBIDDEN_HIT_KEYS = {"markdown", "html", "rawHtml", "links", "screenshot", "summary", "json"}
+HIT_KEYS = {"url", "title", "snippet", "score", "source"}
+WEB_KEYS = {"url", "title", "description", "position"}
 
 
 @pytest.fixture
@@ -58,7 +60,7 @@ def test_v1_search_returns_the_native_envelope_of_fused_hits(
     }
     assert 0 < len(body["results"]) <= 4
     for hit in body["results"]:
-        assert set(hit) == {"url", "title", "snippet", "score", "source"}
+        assert HIT_KEYS <= set(hit) <= HIT_KEYS | {"published", "engines"}
         assert hit["source"] in ("searxng", "tavily")
     scores = [hit["score"] for hit in body["results"]]
     assert scores == sorted(scores, reverse=True)
@@ -175,7 +177,7 @@ def test_v2_search_answers_exactly_the_firecrawl_shape(gw: Gateway) -> None:
     web = body["data"]["web"]
     assert [hit["position"] for hit in web] == list(range(1, len(web) + 1))
     for hit in web:
-        assert set(hit) == {"url", "title", "description", "position"}
+        assert WEB_KEYS <= set(hit) <= WEB_KEYS | {"published", "engines"}
         assert not FORBIDDEN_HIT_KEYS & set(hit)
         assert isinstance(hit["url"], str)
     assert [(h["url"], h["title"], h["description"]) for h in web] == [
@@ -250,7 +252,7 @@ def test_v2_ignores_unknown_fields(gw: Gateway) -> None:
     assert reply.status == 200
     web = reply.json["data"]["web"]
     assert len(web) == 3
-    assert all(set(hit) == {"url", "title", "description", "position"} for hit in web)
+    assert all(WEB_KEYS <= set(hit) <= WEB_KEYS | {"published", "engines"} for hit in web)
 
 
 def test_empty_results_are_a_successful_search(tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def test_searxng_legacy_format_with_string_answers() -> None:
     answer = SearXNG("http://x").parse(fixture("searxng/legacy-2024-format.json"))
     assert [h.title for h in answer.hits] == ["SQLite 教程", "SQLite 入门"]
     assert '"WAL"' in answer.hits[0].snippet
-    assert answer.answers == ("SQLite 是一个嵌入式数据库",)
+    assert answer.notes.answers == ("SQLite 是一个嵌入式数据库",)
     assert answer.unresponsive == ()
 
 
@@ -51,12 +51,15 @@ def test_searxng_partial_answer_names_its_unresponsive_engines_and_keeps_its_tex
         "https://blog.example.net/wal-growth",
     ]
     # An answer object's text; a translation (no `answer` text) is not an answer.
-    assert answer.answers == (
+    assert answer.notes.answers == (
         "PRAGMA wal_checkpoint(TRUNCATE) blocks until readers finish, then truncates the WAL.",
     )
-    assert answer.suggestions == ("sqlite wal_autocheckpoint", "sqlite busy_timeout checkpoint")
-    assert answer.corrections == ("sqlite checkpoint starvation wal",)
-    assert all(h.url not in answer.answers for h in answer.hits)
+    assert answer.notes.suggestions == (
+        "sqlite wal_autocheckpoint",
+        "sqlite busy_timeout checkpoint",
+    )
+    assert answer.notes.corrections == ("sqlite checkpoint starvation wal",)
+    assert all(h.url not in answer.notes.answers for h in answer.hits)
 
 
 def test_searxng_with_no_result_and_every_engine_suspended_is_unresponsive() -> None:
@@ -85,10 +88,10 @@ def test_searxng_asks_for_another_page_only_while_a_full_page_leaves_k_unfilled(
     full = searxng.parse(fixture("searxng/wal-page-1.json"))
     short = searxng.parse(fixture("searxng/wal-page-2.json"))
     assert len(full.hits) == 12 and len(short.hits) == 6
-    assert searxng.next_page(full, page=1, have=12, k=20)
-    assert not searxng.next_page(full, page=1, have=12, k=12)  # k is filled
-    assert not searxng.next_page(short, page=2, have=17, k=20)  # a short page is the last
-    assert not searxng.next_page(full, page=5, have=40, k=50)  # at most five pages
+    assert searxng.next_page(page=1, got=len(full.hits), have=12, k=20)
+    assert not searxng.next_page(page=1, got=len(full.hits), have=12, k=12)  # k is filled
+    assert not searxng.next_page(page=2, got=len(short.hits), have=17, k=20)  # short: the last
+    assert not searxng.next_page(page=5, got=len(full.hits), have=40, k=50)  # five pages at most
     request = searxng.build_request("a", k=20, key=None, page=2)
     assert request.url.params["pageno"] == "2"
 
@@ -232,5 +235,5 @@ def test_real_searxng_unresponsive_engines_are_named(realdata: Path) -> None:
     path = realdata / "searxng" / "atman-espresso-no-number-of-results.json"
     answer = SearXNG("http://x").parse(path.read_bytes())
     assert answer.unresponsive == ("duckduckgo", "startpage")
-    assert len(answer.suggestions) == 15
+    assert len(answer.notes.suggestions) == 15
     assert all(h.engines >= 1 for h in answer.hits)

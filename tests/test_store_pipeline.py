@@ -14,10 +14,12 @@ from werkzeug import Request, Response
 
 from siftlib import store as store_module
 from siftlib.config import Secrets, load_config
+from siftlib.errors import NoResultsError
 from siftlib.pipeline import Searcher, SearchRequest, SearchResponse
 from siftlib.store import SQLiteStore, open_store
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
+FIXTURES = Path(__file__).resolve().parent.parent / "testdata"
 
 
 class Upstreams:
@@ -25,6 +27,7 @@ class Upstreams:
 
     def __init__(self, httpserver: HTTPServer) -> None:
         self.calls = {"searxng": 0, "tavily": 0}
+        self.searxng_fixture: str | None = None  # a recorded-shape answer instead of numbered hits
         self.tavily_status = 200
         self.tavily_credits = 1
         httpserver.expect_request("/searx/search").respond_with_handler(self._searxng)
@@ -32,6 +35,9 @@ class Upstreams:
 
     def _searxng(self, request: Request) -> Response:
         self.calls["searxng"] += 1
+        if self.searxng_fixture is not None:
+            body = (FIXTURES / self.searxng_fixture).read_bytes()
+            return Response(body, content_type="application/json")
         n = self.calls["searxng"]
         results = [
             {
@@ -231,6 +237,41 @@ def test_partial_results_are_not_cached(
     assert not complete.cached and complete.warnings == []
     assert search(searcher).cached
     assert upstreams.calls == {"searxng": 3, "tavily": 3}
+
+
+def test_a_searxng_answer_naming_unresponsive_engines_is_served_but_never_cached(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    searcher = make_searcher()
+    upstreams.searxng_fixture = "searxng/partial-three-unresponsive.json"
+    partial = search(searcher)
+    assert partial.warnings == ["searxng: partial (3 engines unresponsive)"]
+    assert len(partial.results) == 3 and partial.sources_ok == ["searxng"]
+    assert not search(searcher).cached
+    assert upstreams.calls["searxng"] == 2
+    upstreams.searxng_fixture = None  # SearXNG recovers: the next answer is complete
+    complete = search(searcher)
+    assert not complete.cached and complete.warnings == []
+    assert search(searcher).cached
+    assert upstreams.calls["searxng"] == 3
+
+
+def test_every_engine_suspended_is_a_searxng_failure_never_cached(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    upstreams.searxng_fixture = "searxng/every-engine-suspended.json"
+    alone = make_searcher()
+    with pytest.raises(NoResultsError) as failed:
+        search(alone)
+    assert failed.value.warnings == ["searxng: unresponsive"]
+    with_tavily = make_searcher(tavily=True)
+    response = search(with_tavily)
+    assert response.warnings == ["searxng: unresponsive"]
+    assert response.sources_failed == ["searxng"] and response.sources_ok == ["tavily"]
+    assert not search(with_tavily).cached
+    assert upstreams.calls == {"searxng": 3, "tavily": 2}
+    metrics = with_tavily.metrics.snapshot()
+    assert metrics["search_errors"] == {"kind=unresponsive,source=searxng": 2}
 
 
 def test_restricted_and_fleet_callers_never_see_each_others_entries(

@@ -82,11 +82,11 @@ def _search_local(args: argparse.Namespace, query: str) -> dict[str, Any]:
 
 
 def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
+    for warning in envelope.get("warnings", []):
+        print(f"sift: warning: {warning}", file=sys.stderr)
     if as_json:
         print(json.dumps(envelope, ensure_ascii=False))
         return
-    for warning in envelope.get("warnings", []):
-        print(f"sift: warning: {warning}", file=sys.stderr)
     results = envelope.get("results", [])
     if not results:
         print("no results", file=sys.stderr)

@@ -37,20 +37,46 @@ class Unresponsive(Exception):
 
 
 @dataclass(frozen=True)
+class QueryNotes:
+    """What an upstream says about the query besides hits: answers, suggestions, corrections."""
+
+    answers: tuple[str, ...] = ()
+    suggestions: tuple[str, ...] = ()
+    corrections: tuple[str, ...] = ()
+
+    def __or__(self, other: QueryNotes) -> QueryNotes:
+        """Return both notes in order, each text once."""
+        return QueryNotes(
+            *(
+                tuple(dict.fromkeys((*mine, *theirs)))
+                for mine, theirs in zip(self.as_tuple(), other.as_tuple(), strict=True)
+            )
+        )
+
+    def as_tuple(self) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+        """Return the three lists in the envelope's order."""
+        return self.answers, self.suggestions, self.corrections
+
+    def to_dict(self) -> dict[str, list[str]]:
+        """Return the non-empty lists under their envelope keys."""
+        names = ("answers", "suggestions", "corrections")
+        return {
+            name: list(texts) for name, texts in zip(names, self.as_tuple(), strict=True) if texts
+        }
+
+
+@dataclass(frozen=True)
 class Answer:
     """What one upstream call yielded: hits in the source's own order, and what came with them.
 
     `unresponsive` names the upstream's own engines that failed to answer (an answer with
-    some is partial); `answers`, `suggestions` and `corrections` are the upstream's texts
-    about the query, never hits.
+    some is partial); `notes` are the upstream's texts about the query, never hits.
     """
 
     hits: list[Hit]
     credits: int = 0
     unresponsive: tuple[str, ...] = ()
-    answers: tuple[str, ...] = ()
-    suggestions: tuple[str, ...] = ()
-    corrections: tuple[str, ...] = ()
+    notes: QueryNotes = QueryNotes()
 
 
 class Source:
@@ -78,8 +104,8 @@ class Source:
         """Map a 2xx response body; raise `BadResponse` or `Unresponsive` when it is unusable."""
         raise NotImplementedError
 
-    def next_page(self, last: Answer, *, page: int, have: int, k: int) -> bool:
-        """Tell whether page `page + 1` could add hits when `have` distinct ones of `k` are in."""
+    def next_page(self, *, page: int, got: int, have: int, k: int) -> bool:
+        """Tell whether page `page + 1` could add hits: page `page` gave `got`, `have` of `k` in."""
         return False
 
     def describe_status(self, status: int) -> str:

@@ -33,6 +33,7 @@ import httpx
 from siftlib.hits import Hit, iso_date
 from siftlib.sources.base import (
     Answer,
+    QueryNotes,
     Source,
     Unresponsive,
     load_object,
@@ -66,16 +67,15 @@ class SearXNG(Source):
         unresponsive = _engine_names(data.get("unresponsive_engines"))
         if not hits and unresponsive:
             raise Unresponsive(f"{len(unresponsive)} engines unresponsive")
-        return Answer(
-            hits,
-            unresponsive=unresponsive,
+        notes = QueryNotes(
             answers=_answers(data.get("answers")),
             suggestions=texts(data.get("suggestions")),
             corrections=texts(data.get("corrections")),
         )
+        return Answer(hits, unresponsive=unresponsive, notes=notes)
 
-    def next_page(self, last: Answer, *, page: int, have: int, k: int) -> bool:
-        return have < k and len(last.hits) >= PAGE_FULL and page < MAX_PAGES
+    def next_page(self, *, page: int, got: int, have: int, k: int) -> bool:
+        return have < k and got >= PAGE_FULL and page < MAX_PAGES
 
     def describe_status(self, status: int) -> str:
         return "403 (json format disabled?)" if status == 403 else str(status)

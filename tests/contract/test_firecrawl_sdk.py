@@ -161,3 +161,24 @@ def test_sdk_sees_one_500_for_an_internal_error(tmp_path: Path, searxng: FakeUps
         with pytest.raises(InternalServerError):
             sdk(running.url, key=None).search(query="sqlite wal")
         assert answers(running, 500) == 1
+
+
+def test_hits_carrying_published_and_engines_still_parse_as_web_results(gw: Gateway) -> None:
+    from firecrawl.v2.types import SearchResultWeb
+
+    raw = call(gw.url, "POST", "/v2/search", {"query": "sqlite wal", "limit": 6}, token=TOKEN)
+    web = raw.json["data"]["web"]
+    extras = {key for hit in web for key in hit} - {"url", "title", "description", "position"}
+    assert extras == {"published", "engines"}
+    # Keys that would make the SDK take a hit for a scraped document (and drop its fields).
+    scraped = {"markdown", "html", "rawHtml", "links", "screenshot", "changeTracking", "summary"}
+    assert not extras & (scraped | {"json"})
+    blog = next(h for h in web if h["url"] == "https://blog.example.net/sqlite-wal-explained/")
+    assert blog["published"] == "2026-03-02T00:00:00"
+    assert blog["engines"] == 3  # two SearXNG engines and Tavily
+
+    data = sdk(gw.url).search(query="sqlite wal", limit=6)
+    assert all(isinstance(hit, SearchResultWeb) for hit in data.web)
+    assert [(h.url, h.title, h.description) for h in data.web] == [
+        (h["url"], h["title"], h["description"]) for h in web
+    ]
