@@ -22,7 +22,7 @@ FILES = [
     "skills/test_shortlist.py",
     "skills/test_catalog.py",
 ]
-READERS = 8
+READERS = 9
 
 
 def run_realdata_tests(where: Path) -> str:
