@@ -13,8 +13,9 @@ failed, an unreachable gateway) comes back as a result with `isError` and one se
 Backends open on first use and live as long as the process: the in-process searcher (its
 store and pinned clients) or the gateway client (`--server` / `client.toml`, as
 `sift search`), and the skill session (config and catalog read once, as a `--stdio` session
-reads them). Nothing heavy is imported before a tool needs it, so listing tools costs no
-httpx import.
+reads them). Nothing heavy is imported before a tool needs it: listing tools reads only the
+reranking consent (for `skill_search`'s open-world hint), not the catalog, and imports no
+httpx.
 
 Decisions where mcp.md is silent:
 - `web_search.query` in the output is the caller's text; `position` is 1-based after fusion.
@@ -97,7 +98,7 @@ class Toolbox:
 
     def tools(self) -> list[Tool]:
         """Return the tools in the order `tools/list` shows them."""
-        reranking = self._skill_session().reranker is not None
+        reranking = self._reranking_opted_in()
         return [
             _tool(
                 "web_search",
@@ -272,6 +273,14 @@ class Toolbox:
                     )
                 )
             return self._searcher
+
+    def _reranking_opted_in(self) -> bool:
+        """Say whether skill search may call the provider: consent and a key (skills.md §4)."""
+        from siftlib.skills.consent import api_key, load_settings
+
+        place = self.skills_place
+        settings, _ = load_settings(place.config_path, cwd=place.cwd)  # the session warns
+        return settings.enabled and api_key(settings) is not None
 
     def _skill_session(self) -> Session:
         """Return the skill session, reading config and catalog on first use."""
