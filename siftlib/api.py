@@ -153,6 +153,8 @@ def why(exc: Exception) -> str:
 
 def _query(body: Mapping[str, Any]) -> str:
     query = body.get("query")
+    if query is None:  # `{"q": …}` and other near misses: name the field that is missing
+        raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "query is required")
     if not isinstance(query, str):
         raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "query must be a string")
     return query

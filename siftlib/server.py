@@ -79,8 +79,11 @@ def split_listen(listen: str) -> tuple[str, int]:
     """Return host and port of a `HOST:PORT` (or `[v6]:PORT`) listen address, or raise."""
     host, sep, port = listen.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not wire.DIGITS.fullmatch(port) or int(port) > 65535:
+    if not sep or not host or not wire.DIGITS.fullmatch(port):
         raise ConfigError(f"listen address {listen!r} is not HOST:PORT (e.g. 127.0.0.1:8787)")
+    # Port 0 (any free port, said in the "listening on" line) is kept for tests and scripts.
+    if int(port) > 65535:
+        raise ConfigError(f"listen address {listen!r}: port must be 1–65535")
     return host, int(port)
 
 

@@ -51,7 +51,9 @@ def test_a_native_body_without_k_takes_the_default() -> None:
         ({"query": "q", "rerank": "yes"}, "rerank must be true or false"),
         ({"query": "q", "digest": 1}, "digest must be true or false"),
         ({"query": "q", "question": 7}, "question must be a string"),
-        ({"query": None}, "query must be a string"),
+        ({"query": 7}, "query must be a string"),
+        ({"query": None}, "query is required"),
+        ({"q": "sqlite wal"}, "query is required"),
     ],
 )
 def test_a_bad_native_body_is_rejected_as_an_invalid_query(

@@ -652,7 +652,7 @@ def test_sift_serve_refuses_to_listen_openly_beyond_loopback(
     assert not (tmp_path / "c.db").exists()
 
 
-@pytest.mark.parametrize("listen", ["8787", "127.0.0.1", "127.0.0.1:http", ":8787", "h:99999"])
+@pytest.mark.parametrize("listen", ["8787", "127.0.0.1", "127.0.0.1:http", ":8787", "h:-1"])
 def test_a_malformed_listen_address_is_a_config_error(listen: str) -> None:
     with pytest.raises(ConfigError, match="HOST:PORT"):
         split_listen(listen)
@@ -749,7 +749,7 @@ def test_the_gateway_listens_on_ipv6_loopback(tmp_path: Path, searxng: FakeUpstr
     assert body["success"] is True
 
 
-@pytest.mark.parametrize("listen", ["nonsense", "127.0.0.1:99999"])
+@pytest.mark.parametrize("listen", ["nonsense", "127.0.0.1:http"])
 def test_sift_serve_with_a_malformed_listen_address_exits_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], listen: str
 ) -> None:

@@ -12,9 +12,17 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from siftlib.config import Config
+    from siftlib.store import Store
 
 # The margin past the per-source timeout: fan-out, merge, cache write and the answer itself.
 DEADLINE_MARGIN = 2.0
+# How often the idle serve loop looks for a shutdown request: the stdlib's 0.5 s made an
+# idle gateway take up to 0.6 s to stop on SIGTERM; 50 ms costs 20 wake-ups a second.
+POLL_INTERVAL = 0.05
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    logging.getLogger("sift").info("%s", describe(config, store))
+    for handler in logging.getLogger().handlers:
+        handler.flush()  # what will be called, before the first request can arrive
     mode = "open mode, loopback only" if server.open_mode else f"{len(callers)} caller(s)"
     print(
         f"sift serve: listening on {server.server_name}:{server.server_port} ({mode})",
@@ -97,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        server.serve_forever()
+        server.serve_forever(poll_interval=POLL_INTERVAL)
     finally:
         finished = server.drain(timeout=server.deadline + server.socket_timeout)
         server.server_close()
@@ -111,3 +122,10 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     return 0
+
+
+def describe(config: Config, store: Store) -> str:
+    """Return the start-up line: the enabled sources with their URLs, and the store."""
+    sources = ", ".join(f"{s.name} {s.url}" for s in config.enabled_sources) or "none"
+    fault = f" ({store.problem})" if store.problem else ""
+    return f"sources: {sources}; store: SQLite {config.db}{fault}"
