@@ -4,7 +4,8 @@ One search per run, or a `--stdio` session (`siftlib.skills.session`) answering 
 request per line. `sift rerank-skills eval` is its own command (`rerank_skills_eval`).
 
 Diagnostics (shadowed skills, ignored or invalid config) go to stderr; stdout carries only
-results. Tool errors exit 2, with `{"error": …}` on stdout under `--json` and `--stdio`.
+results. Tool errors exit 2 with the sentence on stderr, and `{"error": …}` on stdout under
+`--json` (every answer line of `--stdio`).
 
     $ sift rerank-skills "fill in a pdf form" --limit 3 --json
 """
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from siftlib.commands import fail
 from siftlib.config import resolve_config_path
 from siftlib.skills.answer import render_json, render_text
 from siftlib.skills.keyword import DEFAULT_LIMIT, ToolError, check_limit, query_terms
@@ -40,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = EXAMPLES
     parser.add_argument("query", nargs="*", help="what the skill should do")
     parser.add_argument("--limit", metavar="N", help="matches to return, 1-20 (default 5)")
+    parser.add_argument("--k", dest="limit", help=argparse.SUPPRESS)  # as `sift search --k`
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument(
         "--skills-dir",
@@ -103,8 +106,4 @@ def warn(diagnostics: Sequence[str]) -> None:
 
 
 def _tool_error(args: argparse.Namespace, message: str) -> int:
-    if args.json:
-        print(json.dumps({"error": message}))
-    else:
-        sys.stderr.write(f"sift rerank-skills: {message}\n")
-    return 2
+    return fail("sift rerank-skills", message, 2, as_json=args.json)

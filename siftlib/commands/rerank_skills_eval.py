@@ -1,6 +1,7 @@
 """`sift rerank-skills eval`: accuracy of each skill-search mode on labelled queries (§9).
 
-Exit codes: 0 report printed, 2 bad arguments or fixtures (`{"error": …}` under `--json`).
+Exit codes: 0 report printed, 2 bad arguments or fixtures (the sentence on stderr, and
+`{"error": …}` on stdout under `--json`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from siftlib.commands import fail
 from siftlib.config import resolve_config_path
 from siftlib.skills.consent import load_settings
 from siftlib.skills.eval import (
@@ -88,8 +90,4 @@ def _warn(diagnostics: list[str] | tuple[str, ...]) -> None:
 
 
 def _error(args: argparse.Namespace, message: str) -> int:
-    if args.json:
-        print(json.dumps({"error": message}))
-    else:
-        sys.stderr.write(f"sift rerank-skills eval: {message}\n")
-    return 2
+    return fail("sift rerank-skills eval", message, 2, as_json=args.json)

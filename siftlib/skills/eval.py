@@ -26,6 +26,11 @@ expect none), p50/p90 latency of the whole search (nearest-rank percentiles) and
 tokens reported. `--max-requests N` is a hard ceiling on provider requests over the whole run:
 a search makes at most one, so the reranked run stops before the search that could exceed it,
 and says so.
+
+A reranked search whose provider call failed (timeout, HTTP error, malformed answer, …)
+returns the keyword baseline to its caller, but here it counts as a failure: a miss in both
+accuracies, counted in the `failed` column with its reasons, so a failing provider can never
+borrow the keyword fallback's accuracy for the reranked row.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from typing import Any
 
 from siftlib.skills.catalog import Catalog, discover
 from siftlib.skills.consent import RerankSettings, api_key
+from siftlib.skills.decide import Decision
 from siftlib.skills.keyword import SkillResult, ToolError, keyword_search, query_terms
 from siftlib.skills.local import local_search
 from siftlib.skills.rerank import (
@@ -75,6 +81,7 @@ class ModeReport:
     input_tokens: int = 0
     output_tokens: int = 0
     decisions: Counter[str] = field(default_factory=Counter)
+    failures: Counter[str] = field(default_factory=Counter)
     stopped_at_ceiling: bool = False
 
     @property
@@ -113,6 +120,7 @@ class ModeReport:
             total.input_tokens += r.input_tokens
             total.output_tokens += r.output_tokens
             total.decisions += r.decisions
+            total.failures += r.failures
             total.stopped_at_ceiling |= r.stopped_at_ceiling
         return total
 
@@ -131,6 +139,8 @@ class ModeReport:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "decisions": dict(sorted(self.decisions.items())),
+            "failures": sum(self.failures.values()),
+            "failure_reasons": dict(sorted(self.failures.items())),
             "stopped_at_ceiling": self.stopped_at_ceiling,
         }
 
@@ -219,16 +229,19 @@ def _run_fixtures(
         if reranker is not None and max_requests is not None and report.requests >= max_requests:
             report.stopped_at_ceiling = True
             break
+        failed_before = sum(report.failures.values())
         started = clock()
         result = _search(report.mode, catalog, fixture.query, limit, reranker)
         report.latencies_ms.append((clock() - started) * 1000.0)
+        # A failed provider call served the keyword baseline: a miss here, not its answer.
+        failed = sum(report.failures.values()) > failed_before
         if fixture.expect is None:
             report.no_match_total += 1
-            report.no_match_hits += not result.matches
+            report.no_match_hits += not failed and not result.matches
         else:
             report.selection_total += 1
             first = result.matches[0].name if result.matches else None
-            report.selection_hits += first == fixture.expect
+            report.selection_hits += not failed and first == fixture.expect
 
 
 def _search(
@@ -254,6 +267,8 @@ class _Observer:
             report.requests += event.event is AttemptEvent.STARTED
             return
         report.decisions[event.decision.value] += 1
+        if event.decision is Decision.FAILURE:
+            report.failures[event.reason.value] += 1
         report.input_tokens += event.input_tokens or 0
         report.output_tokens += event.output_tokens or 0
 
@@ -351,13 +366,14 @@ def render_report(
             "",
             f"{name}: {counts['queries']} labelled queries ({counts['expect_skill']} expect a"
             f" skill, {counts['expect_none']} expect none)",
-            f"{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}{'p50 ms':>9}"
-            f"{'p90 ms':>9}{'requests':>10}{'tokens in':>11}{'tokens out':>12}",
+            f"{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}{'failed':>8}"
+            f"{'p50 ms':>9}{'p90 ms':>9}{'requests':>10}{'tokens in':>11}{'tokens out':>12}",
         ]
         for r in reports.values():
             lines.append(
                 f"{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
-                f"{_percent(r.no_match_accuracy):>10}{_ms(r.percentile_ms(50)):>9}"
+                f"{_percent(r.no_match_accuracy):>10}{sum(r.failures.values()):>8}"
+                f"{_ms(r.percentile_ms(50)):>9}"
                 f"{_ms(r.percentile_ms(90)):>9}{r.requests:>10}{r.input_tokens:>11}"
                 f"{r.output_tokens:>12}"
             )
@@ -372,6 +388,12 @@ def render_report(
         if r.decisions:
             decided = ", ".join(f"{name} {count}" for name, count in sorted(r.decisions.items()))
             lines.append(f"\nreranked decisions: {decided}")
+        if r.failures:
+            reasons = ", ".join(f"{name} {count}" for name, count in sorted(r.failures.items()))
+            lines.append(
+                f"reranked: {sum(r.failures.values())} of {r.queries} searches failed ({reasons});"
+                " each counts as a miss, not as the keyword fallback it returned"
+            )
         if r.stopped_at_ceiling:
             lines.append(
                 f"reranked: stopped at the --max-requests ceiling ({r.requests} requests)"

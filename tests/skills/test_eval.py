@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import sift
 
 from siftlib.cli import main
 from siftlib.skills.catalog import Catalog
@@ -274,7 +275,7 @@ class TestReranked:
         assert reranked["stopped_at_ceiling"] is True
         assert report["modes"]["keyword"]["queries"] == 150
 
-    def test_failures_count_as_the_keyword_baseline(
+    def test_failed_searches_are_failures_not_the_keyword_baseline(
         self,
         tmp_path: Path,
         fake: FakeSystemOne,
@@ -288,8 +289,32 @@ class TestReranked:
         )
         reranked, keyword = report["modes"]["reranked"], report["modes"]["keyword"]
         assert reranked["decisions"] == {"failure": 20}
+        assert (reranked["failures"], reranked["failure_reasons"]) == (20, {"server_error": 20})
+        # The keyword baseline those searches returned scores nothing for the reranked row.
+        assert reranked["selection"][0] == reranked["no_match"][0] == 0
         assert reranked["input_tokens"] == 0
-        assert code == 0 and keyword["queries"] == 150
+        assert code == 0 and keyword["queries"] == 150 and keyword["failures"] == 0
+
+    def test_the_report_shows_the_failed_count_as_typed(
+        self, tmp_path: Path, fake: FakeSystemOne, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        config = opt_in(tmp_path, monkeypatch, fake)
+        fake.handler = lambda body: (503, b"{}")
+        done = sift(
+            "rerank-skills", "eval", "--config", str(config), "--fixtures", str(FIXTURES),
+            "--max-requests", "5",
+            env={"TYPESAFE_API_KEY": "ts-eval-key", "TYPESAFE_BASE_URL": fake.url},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        table = [line.split() for line in done.stdout.splitlines() if len(line.split()) == 10]
+        rows = {cells[0]: cells for cells in table}
+        assert "selection  no-match  failed" in done.stdout
+        assert rows["keyword"][4] == "0"
+        assert rows["reranked"][1:5] == ["5", "0.0%", "0.0%", "5"]
+        assert (
+            "reranked: 5 of 5 searches failed (server_error 5); each counts as a miss, not as "
+            "the keyword fallback it returned"
+        ) in done.stdout
 
 
 def description_terms(catalog: Catalog) -> dict[str, set[str]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import sift
 from pytest_httpserver import HTTPServer
 
 from siftlib.cli import main
@@ -177,7 +178,7 @@ def test_bad_limit_json(capsys: pytest.CaptureFixture[str], catalog_dir: Path, l
     )
     assert code == 2
     assert json.loads(out) == {"error": "limit must be an integer from 1 to 20"}
-    assert err == ""
+    assert err == "sift rerank-skills: limit must be an integer from 1 to 20\n"  # as every command
 
 
 @pytest.mark.parametrize("limit", ["1", "20", "07"])
@@ -600,3 +601,28 @@ def test_eval_options_are_refused_on_a_search(
         main(["rerank-skills", "pdf form", option, "3"])
     assert exited.value.code == 2
     assert f"unrecognized arguments: {option} 3" in capsys.readouterr().err
+
+
+# As typed, in a subprocess: one grammar with `sift search`.
+
+
+def test_unquoted_words_and_k_as_typed(catalog_dir: Path) -> None:
+    quoted = sift(
+        "rerank-skills", "pdf form", "--limit", "1", "--json", "--skills-dir", str(catalog_dir)
+    )
+    unquoted = sift(
+        "rerank-skills", "pdf", "form", "--k", "1", "--json", "--skills-dir", str(catalog_dir)
+    )
+    assert quoted.returncode == unquoted.returncode == 0
+    assert json.loads(unquoted.stdout) == json.loads(quoted.stdout)
+    assert len(json.loads(quoted.stdout)["details"]["matches"]) == 1
+    help_text = sift("rerank-skills", "--help").stdout
+    assert "--limit N" in help_text and "--k" not in help_text
+
+
+def test_a_json_tool_error_speaks_on_both_streams(catalog_dir: Path) -> None:
+    done = sift("rerank-skills", "!!", "--json", "--skills-dir", str(catalog_dir))
+    assert done.returncode == 2
+    message = "the query has no search terms (letters or digits)"
+    assert json.loads(done.stdout) == {"error": message}
+    assert done.stderr.endswith(f"sift rerank-skills: {message}\n")
