@@ -1,7 +1,9 @@
 """`sift rerank-skills`: find the right agent skill in the local catalog (skills.md §1).
 
 One search per run, or a `--stdio` session (`siftlib.skills.session`) answering one JSON
-request per line. `sift rerank-skills eval` is its own command (`rerank_skills_eval`).
+request per line. `--mode keyword|local` (a request's `"mode"`) picks the ranking (§10);
+without it, `[skill_search] mode` in the project or global config does (`siftlib.skills.mode`).
+`sift rerank-skills eval` is its own command (`rerank_skills_eval`).
 
 Diagnostics (shadowed skills, ignored or invalid config) go to stderr; stdout carries only
 results. Tool errors exit 2 with the sentence on stderr, and `{"error": …}` on stdout under
@@ -24,6 +26,7 @@ from siftlib.commands import fail
 from siftlib.config import resolve_config_path
 from siftlib.skills.answer import render_json, render_text
 from siftlib.skills.keyword import DEFAULT_LIMIT, ToolError, check_limit, query_terms
+from siftlib.skills.mode import check_mode
 from siftlib.skills.session import Session, serve_stdio
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -32,7 +35,8 @@ EXAMPLES = """\
 examples:
   sift rerank-skills "fill in a pdf form"
   sift rerank-skills "debug a failing test" --limit 3 --json --skills-dir ./skills
-  echo '{"query": "make slides", "limit": 2}' | sift rerank-skills --stdio
+  sift rerank-skills "fill in a word document" --mode local
+  echo '{"query": "make slides", "limit": 2, "mode": "local"}' | sift rerank-skills --stdio
 """
 
 
@@ -53,6 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--cwd", metavar="DIR", help="project folder (default: working directory)")
     parser.add_argument("--stdio", action="store_true", help="answer JSON requests, one per line")
+    parser.add_argument(
+        "--mode", metavar="MODE", help="keyword (the baseline) or local (offline ranking)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -69,13 +76,16 @@ def run(args: argparse.Namespace) -> int:
         )
 
     if args.stdio:
-        if args.query:
-            sys.stderr.write("sift rerank-skills: --stdio takes its queries from stdin\n")
+        if args.query or args.mode:
+            sys.stderr.write(
+                "sift rerank-skills: --stdio takes its queries (and modes) from stdin\n"
+            )
             return 2
         return serve_stdio(open_session, sys.stdin.buffer, sys.stdout, warn=warn)
     query = " ".join(args.query)
     try:
         limit = parse_limit(args.limit)
+        mode = None if args.mode is None else check_mode(args.mode)
         if not query_terms(query):
             raise ToolError("the query has no search terms (letters or digits)")
     except ToolError as exc:
@@ -83,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     session, diagnostics = open_session()
     warn(diagnostics)
     try:
-        result = session.search(query, limit)
+        result = session.search(query, limit, mode=mode)
     finally:
         session.close()
     print(json.dumps(render_json(result)) if args.json else render_text(result))

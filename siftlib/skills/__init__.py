@@ -5,6 +5,7 @@ keyword     the keyword baseline, the result every search falls back to
 vocabulary  reviewed synonym concepts (concepts.txt) for the relevance scorer
 relevance   the local scorer: stems, BM25F over names and descriptions, query coverage
 local       local ranking mode (§10): the relevance ranking, or "no skill fits"
+mode        which mode a search ranks in: its own, the project's or global config's
 consent     the `[skill_search.reranking]` opt-in, validated strictly
 shortlist   the bounded outbound request (or the reason none may be sent)
 provider    the TypeSafe System One wire format

@@ -1,7 +1,7 @@
 """The tool-result shape of a skill search (skills.md §1): the agent's text and its JSON twin.
 
 print(render_text(result))             # "Found 3 matching skills, showing the best 2. …"
-json.dumps(render_json(result))        # {"content": [...], "details": {"matches", "total"}}
+json.dumps(render_json(result))        # {"content": [...], "details": {"matches", "total", …}}
 """
 
 from __future__ import annotations
@@ -35,19 +35,21 @@ def render_text(result: SkillResult) -> str:
 
 
 def render_json(result: SkillResult) -> dict[str, Any]:
-    """Return the result in the tool-result shape of spec §1."""
-    return {
-        "content": [{"type": "text", "text": render_text(result)}],
-        "details": {
-            "matches": [
-                {
-                    "name": skill.name,
-                    "description": skill.description,
-                    "filePath": str(skill.file_path),
-                    "baseDir": str(skill.base_dir),
-                }
-                for skill in result.matches
-            ],
-            "total": result.total,
-        },
+    """Return the result in the tool-result shape of spec §1 (with §10's `mode`, `selection`)."""
+    details: dict[str, Any] = {
+        "matches": [
+            {
+                "name": skill.name,
+                "description": skill.description,
+                "filePath": str(skill.file_path),
+                "baseDir": str(skill.base_dir),
+            }
+            for skill in result.matches
+        ],
+        "total": result.total,
     }
+    if result.mode is not None:
+        details["mode"] = result.mode
+        if result.mode == "local" and not result.matches:
+            details["selection"] = "none"  # local ranking decided that no skill fits
+    return {"content": [{"type": "text", "text": render_text(result)}], "details": details}

@@ -27,6 +27,7 @@ from typing import Any
 from siftlib.config import read_toml
 from siftlib.errors import ConfigError
 from siftlib.skills.catalog import project_folders
+from siftlib.skills.mode import MODES
 
 API_KEY_VARIABLE = "TYPESAFE_API_KEY"
 _TABLE = "skill_search.reranking"
@@ -113,8 +114,10 @@ def _validate(skill_search: object) -> tuple[dict[str, Any], list[str]]:
     problems = [
         f"skill_search has {_describe_key(key)}, which is not a known setting"
         for key in skill_search
-        if key != "reranking"
+        if key not in ("reranking", "mode")
     ]
+    if "mode" in skill_search and skill_search["mode"] not in MODES:
+        problems.append('skill_search.mode must be "keyword" or "local"')
     table = skill_search.get("reranking", {})
     if not isinstance(table, Mapping):
         return {}, [*problems, f"{_TABLE} must be a table"]

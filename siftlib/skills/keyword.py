@@ -25,10 +25,11 @@ class ToolError(SiftError):
 
 @dataclass(frozen=True)
 class SkillResult:
-    """The skills a search returns, and how many matched before the limit."""
+    """The skills a search returns, how many matched before the limit, and the mode if shown."""
 
     matches: tuple[Skill, ...]
     total: int
+    mode: str | None = None
 
 
 def normalise_query(query: str) -> str:

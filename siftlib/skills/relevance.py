@@ -121,13 +121,23 @@ class Relevance(NamedTuple):
     scores: dict[int, float]
     coverage: dict[int, float]
 
-    def best(self, count: int, *, min_coverage: float = 0.0) -> list[Scored]:
-        """Return the `count` best skills covering at least `min_coverage`, best first."""
-        positions: Iterable[int] = self.scores.keys()
-        if min_coverage > 0:
-            positions = {p for p, c in self.coverage.items() if c >= min_coverage}
+    def best(
+        self, count: int, *, min_coverage: float = 0.0, min_score: float = 0.0
+    ) -> list[Scored]:
+        """Return the `count` best skills with at least that coverage and score, best first."""
+        positions = self.fitting(min_coverage=min_coverage, min_score=min_score)
         top = heapq.nsmallest(count, positions, key=lambda p: (-self.scores[p], p))
         return [Scored(p, self.scores[p], self.coverage[p]) for p in top]
+
+    def fitting(self, *, min_coverage: float = 0.0, min_score: float = 0.0) -> Iterable[int]:
+        """Return the positions of the skills with at least that coverage and score."""
+        if min_coverage <= 0 and min_score <= 0:
+            return self.scores.keys()
+        return [
+            p
+            for p, score in self.scores.items()
+            if score >= min_score and self.coverage[p] >= min_coverage
+        ]
 
 
 @dataclass(frozen=True)

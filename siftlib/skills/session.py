@@ -1,14 +1,16 @@
 """A skill-search session: one immutable snapshot searched, and the `--stdio` loop around it.
 
-A `Session` holds a `Snapshot` (catalog, reranking settings, API key) taken at start and at
-each `{"op": "reload"}`. Its `search` returns the keyword result, or, once a `Reranker` is
-plugged in and the user has opted in with a key set, whatever the reranker decides from that
-keyword baseline. In `serve_stdio`, requests are answered concurrently by a small thread pool;
-answers are written whole, one per line, in request order (the lines carry no IDs, so order
-is how a client pairs them). A bad line gets an `{"error": …}` line and the session goes on.
+A `Session` holds a `Snapshot` (catalog, reranking settings, API key, configured mode) taken at
+start and at each `{"op": "reload"}`. Its `search` returns, in this order of precedence: the
+keyword baseline when the search asks for `keyword` mode; whatever the `Reranker` decides from
+the keyword baseline once the user has opted in with a key set; the local ranking in `local`
+mode (the search's own, else the configured one, spec §10); else the keyword result. In
+`serve_stdio`, requests are answered concurrently by a small thread pool; answers are written
+whole, one per line, in request order (the lines carry no IDs, so order is how a client pairs
+them). A bad line gets an `{"error": …}` line and the session goes on.
 
     session, diagnostics = Session.open(config_path=path, skills_dirs=[], cwd=Path.cwd())
-    result = session.search("fill in a pdf form", 5)
+    result = session.search("fill in a pdf form", 5, mode="local")
     session.close()
 """
 
@@ -30,6 +32,8 @@ from siftlib.skills.keyword import (
     check_limit,
     keyword_search,
 )
+from siftlib.skills.local import local_search
+from siftlib.skills.mode import DEFAULT_MODE, check_mode, configured_mode
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -44,6 +48,7 @@ class Snapshot:
     catalog: Catalog
     settings: RerankSettings
     key: str | None = field(default=None, repr=False)
+    mode: str = DEFAULT_MODE
 
 
 class Reranker(Protocol):
@@ -74,24 +79,31 @@ class Session:
     ) -> tuple[Session, list[str]]:
         """Read config and catalog; return the new session and its diagnostics."""
         settings, diagnostics = load_settings(config_path, cwd=cwd)
+        mode, mode_diagnostics = configured_mode(config_path, cwd=cwd)
         catalog = discover(skills_dirs=skills_dirs, cwd=cwd, home=home)
         catalog.texts  # noqa: B018 - build the search index now, not in the first search
-        snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings))
+        if mode == "local":
+            catalog.relevance  # noqa: B018 - and the relevance index local mode searches
+        snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings), mode=mode)
         reranker = None
         if settings.enabled and snapshot.key:
             # Imported only when opted in; the provider client itself is created lazily.
             from siftlib.skills.rerank import SystemOneReranker
 
             reranker = SystemOneReranker(settings, snapshot.key)
+        diagnostics += mode_diagnostics
         return cls(snapshot, reranker=reranker), [*catalog.diagnostics, *diagnostics]
 
-    def search(self, query: str, limit: int) -> SkillResult:
-        """Return the result for `query`: keyword order unless the reranker decides."""
-        baseline = keyword_search(self.snapshot.catalog, query, limit)
+    def search(self, query: str, limit: int, *, mode: str | None = None) -> SkillResult:
+        """Return the result for `query` in `mode` (default: the configured one)."""
         snapshot = self.snapshot
-        if self.reranker is not None and snapshot.settings.enabled and snapshot.key:
-            return self.reranker.search(snapshot.catalog, query, limit, baseline)
-        return baseline
+        opted_in = self.reranker is not None and snapshot.settings.enabled and snapshot.key
+        if mode != "keyword" and opted_in:
+            baseline = keyword_search(snapshot.catalog, query, limit)
+            return self.reranker.search(snapshot.catalog, query, limit, baseline)  # type: ignore[union-attr]
+        if (mode or snapshot.mode) == "local":
+            return local_search(snapshot.catalog, query, limit)
+        return keyword_search(snapshot.catalog, query, limit)
 
     def close(self) -> None:
         """End the session: outstanding reranking work is aborted."""
@@ -147,8 +159,8 @@ def serve_stdio(
     return 0
 
 
-def _parse_request(raw: bytes) -> tuple[str, int] | None:
-    """Return a line's (query, limit), or None for a reload; raise `ToolError` if it is bad."""
+def _parse_request(raw: bytes) -> tuple[str, int, str | None] | None:
+    """Return a line's (query, limit, mode), or None for a reload; raise `ToolError` if bad."""
     try:
         request = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
@@ -162,12 +174,13 @@ def _parse_request(raw: bytes) -> tuple[str, int] | None:
     query = request.get("query")
     if not isinstance(query, str):
         raise ToolError('a request needs a "query" string (or "op": "reload")')
-    return query, check_limit(request.get("limit", DEFAULT_LIMIT))
+    mode = check_mode(request["mode"]) if "mode" in request else None
+    return query, check_limit(request.get("limit", DEFAULT_LIMIT)), mode
 
 
-def _answer(session: Session, query: str, limit: int) -> dict[str, Any]:
+def _answer(session: Session, query: str, limit: int, mode: str | None) -> dict[str, Any]:
     try:
-        return render_json(session.search(query, limit))
+        return render_json(session.search(query, limit, mode=mode))
     except ToolError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # one failed answer must not end the session
