@@ -117,3 +117,22 @@ def test_a_cancelled_search_is_never_answered(env: dict[str, str], tmp_path: Pat
         gate.set()
         server.kill()
         searxng.close()
+
+
+def test_a_client_that_stops_reading_gets_a_clean_exit(env: dict[str, str], tmp_path: Path) -> None:
+    server = subprocess.Popen(
+        [str(SIFT), "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    server.stdout.close()
+    server.stdin.write(lines(request(1, "ping"), request(2, "tools/list")))
+    server.stdin.close()
+    assert server.wait(60) == 0
+    stderr = server.stderr.read()
+    server.stderr.close()
+    assert b"Traceback" not in stderr and b"Exception ignored" not in stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -85,7 +86,8 @@ class Peer:
 
         def serve() -> None:
             self.code = self.server.serve(server_in, server_out)
-            server_out.close()
+            with contextlib.suppress(BrokenPipeError):  # the client may have stopped reading
+                server_out.close()
             server_in.close()
 
         self.thread = threading.Thread(target=serve, daemon=True)
@@ -386,6 +388,16 @@ def test_end_of_input_drains_calls_in_flight_then_returns_0(peer: Peer, tools: T
     rest = [json.loads(line) for line in peer._from_server]
     peer.thread.join(10)
     assert [answer["id"] for answer in rest] == [1]
+    assert peer.code == 0
+
+
+def test_a_client_that_stops_reading_only_loses_its_answers(tools: Tools) -> None:
+    peer = Peer(tools)
+    peer._from_server.close()
+    peer.send({"id": 1, "method": "ping"})
+    peer.send({"id": 2, "method": "tools/call", "params": call("echo", "x")})
+    peer._to_server.close()
+    peer.thread.join(10)
     assert peer.code == 0
 
 

@@ -10,6 +10,7 @@ Logs go to stderr. The process exits 0 at end of input.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -67,3 +68,5 @@ def run(args: argparse.Namespace) -> int:
         return Server(toolbox.tools, info=info).serve(sys.stdin.buffer, protocol_out)
     finally:
         toolbox.close()
+        with contextlib.suppress(BrokenPipeError):  # a client that stopped reading
+            protocol_out.close()

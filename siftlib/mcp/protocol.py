@@ -32,6 +32,8 @@ Decisions where the specs leave room:
   MCP 2025-11-25 asks); an unknown tool name is -32602; a tool that raises is a tool result
   with `isError` and the traceback goes to stderr.
 - `ping` is answered in both eras.
+- A client that closes its reading end only loses its answers: the server reads on to the
+  end of input and exits 0, as it does when stdin closes.
 """
 
 from __future__ import annotations
@@ -328,8 +330,11 @@ class Server:
             line = json.dumps(message, separators=(",", ":")).encode()
         assert self._out is not None
         with self._write_lock:
-            self._out.write(line + b"\n")
-            self._out.flush()
+            try:
+                self._out.write(line + b"\n")
+                self._out.flush()
+            except BrokenPipeError:  # the client stopped reading: nobody is left to answer
+                log.warning("mcp: the client closed its end; an answer was dropped")
 
 
 def _is_modern(params: dict[str, Any], method: str) -> bool:
