@@ -327,12 +327,19 @@ class Secrets:
         return value.strip() or None
 
     def callers(self) -> dict[str, str]:
-        """Return caller name (lowercased) → bearer token, from `SIFT_TOKEN_<NAME>` keys."""
+        """Return caller name (lowercased) → bearer token, from `SIFT_TOKEN_<NAME>` keys.
+
+        A token that is not ASCII is a `ConfigError` (its key is named, never its value).
+        """
         found: dict[str, str] = {}
         for source in (self._environ, self._values):  # the file wins over the environment
             for key, value in source.items():
                 name = key[len("SIFT_TOKEN_") :].lower()
                 if key.startswith("SIFT_TOKEN_") and name and value.strip():
+                    if not value.isascii():
+                        # Header values arrive as bytes read as latin-1: no such token
+                        # could ever match, so refuse it here rather than never match.
+                        raise ConfigError(f"{key}: a caller token must be ASCII")
                     found[name] = value.strip()
         return found
 

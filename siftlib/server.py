@@ -167,7 +167,7 @@ class GatewayServer(ThreadingHTTPServer):
         if self.open_mode:
             return "local"
         scheme, _, token = (header or "").partition(" ")
-        given = token.strip().encode("utf-8", "surrogateescape")
+        given = token.strip().encode("latin-1")  # the bytes as sent (fields are read as latin-1)
         found = None
         for name, expected in self.callers:
             # Compare against every token so timing tells nothing about which one is close.
@@ -485,12 +485,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Answer a request the stdlib parser refused, in our JSON shape."""
-        # The stdlib answers unknown methods with 501; for a client that is a wrong method.
-        status = (
-            HTTPStatus.METHOD_NOT_ALLOWED
-            if code == HTTPStatus.NOT_IMPLEMENTED
-            else HTTPStatus(code)
-        )
+        if code == HTTPStatus.NOT_IMPLEMENTED:
+            # The stdlib's answer to a method with no `do_` handler: route it like any other,
+            # so an unknown path is a 404 and a known one a 405 with `Allow` (RFC 9110 §15.5.6).
+            self._dispatch(self.command)
+            self.wfile.flush()
+            return
+        status = HTTPStatus(code)
         self._body_read = False
         self.close_connection = True
         payload = {"error": status.phrase.lower()}

@@ -50,6 +50,26 @@ def test_prints_title_url_snippet_blocks(
     assert err == ""
 
 
+def test_an_empty_snippet_leaves_no_empty_line_in_its_block(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_json(
+        {
+            "results": [
+                {"url": "https://a.com", "title": "A", "content": " \n ", "score": 2},
+                {"url": "https://b.com", "title": "B", "content": "b", "score": 1},
+            ]
+        }
+    )
+    assert main(["search", "q", "--config", config(tmp_path, httpserver)]) == 0
+    out = capsys.readouterr().out
+    assert out == "A\nhttps://a.com\n\nB\nhttps://b.com\nb\n"
+    assert [block.splitlines()[1] for block in out.split("\n\n")] == [
+        "https://a.com",
+        "https://b.com",
+    ]
+
+
 def test_json_prints_the_native_envelope(
     tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

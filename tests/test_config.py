@@ -257,6 +257,15 @@ def test_secret_env_parsing(tmp_path: Path) -> None:
     assert "brave-1" not in repr(secrets) and "tok-a" not in repr(secrets)
 
 
+@pytest.mark.parametrize("token", ["tök-ä", "tok\u00a0x"])
+def test_a_caller_token_that_is_not_ascii_is_a_config_error(tmp_path: Path, token: str) -> None:
+    # A header value is read as latin-1 bytes: such a token could never match a request.
+    path = tmp_path / "secret.env"
+    path.write_text(f"SIFT_TOKEN_OPS={token}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="^SIFT_TOKEN_OPS: a caller token must be ASCII$"):
+        load_secrets(path, environ={}).callers()
+
+
 def test_environment_is_the_fallback(tmp_path: Path) -> None:
     secrets = load_secrets(
         tmp_path / "absent.env", environ={"TAVILY_API_KEY": "tvly-env", "SIFT_TOKEN_CI": "t"}

@@ -358,8 +358,34 @@ def test_wrong_methods_are_405_with_allow(gw: Gateway, method: str, path: str, a
 
 
 def test_an_unknown_method_is_405_not_501(gw: Gateway) -> None:
-    raw = raw_exchange(gw.port, b"BREW /v1/search HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw = raw_exchange(gw.port, b"BREW /v1/search HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert status_of(raw) == 405
+
+
+@pytest.mark.parametrize(("path", "allow"), [("/v1/search", "POST"), ("/healthz", "GET")])
+def test_an_unknown_method_on_a_route_names_the_allowed_ones(
+    gw: Gateway, path: str, allow: str
+) -> None:
+    request = b"BREW %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path.encode()
+    raw = raw_exchange(gw.port, request)
+    head = raw.partition(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+    assert head[0] == "HTTP/1.1 405 Method Not Allowed"
+    assert f"Allow: {allow}" in head
+
+
+def test_an_unknown_method_on_an_unknown_path_is_404(gw: Gateway) -> None:
+    raw = raw_exchange(gw.port, b"BREW /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert status_of(raw) == 404
+    assert json.loads(raw.partition(b"\r\n\r\n")[2]) == {"error": "not found"}
+
+
+def test_an_unknown_method_keeps_the_connection_for_the_next_request(gw: Gateway) -> None:
+    raw = raw_exchange(
+        gw.port,
+        b"BREW /nope HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    assert raw.count(b"HTTP/1.1 404 ") == 1 and raw.count(b"HTTP/1.1 200 OK") == 1
 
 
 def test_the_query_string_does_not_change_the_route(gw: Gateway) -> None:

@@ -90,12 +90,13 @@ def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
     results = envelope.get("results", [])
     if not results:
         print("no results", file=sys.stderr)
-    blocks = [
-        "\n".join(
+    blocks = []
+    for hit in results:
+        title, url, snippet = (
             " ".join(str(hit.get(field, "")).split()) for field in ("title", "url", "snippet")
         )
-        for hit in results
-    ]
+        # An empty snippet leaves no empty line: a blank line is what separates hits.
+        blocks.append("\n".join([title, url, snippet] if snippet else [title, url]))
     if blocks:
         print("\n\n".join(blocks))
 
