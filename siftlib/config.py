@@ -4,9 +4,9 @@ Strict by design: an unknown key or a wrongly typed value is a `ConfigError` nam
 and the file; nothing is coerced (a boolean is not an integer). A missing config file means
 all defaults. Durations are strings such as "250ms", "8s", "10m", "1h".
 
-The `[skill_search]` table belongs to skill search, which validates it itself (an invalid
-table there disables reranking instead of failing every command), so it is passed through
-raw as `Config.skill_search`.
+The `[skill_search]` table belongs to skill search, which reads and validates it itself
+(`siftlib.skills.consent`; an invalid table there disables reranking instead of failing
+every command): here the key is only allowed.
 
 Secrets live in a private map loaded once; the process environment is the fallback for each
 key. `Secrets` never shows a value in its repr.
@@ -123,7 +123,6 @@ class Config:
     digest: bool = False
     cache_ttl: float = 3600.0
     sources: tuple[SourceConfig, ...] = ()
-    skill_search: Mapping[str, Any] = field(default_factory=dict)
     # True when the file sets server.secret_env: then a missing secret.env is worth a warning.
     secret_env_configured: bool = False
 
@@ -265,7 +264,6 @@ def load_config(explicit: str | None = None) -> Config:
         digest=search.get("digest", bool, False),
         cache_ttl=search.duration("cache_ttl", "1h"),
         sources=tuple(sources),
-        skill_search=root.get("skill_search", dict, {}),
         secret_env_configured="secret_env" in server.data,
     )
 

@@ -5,9 +5,18 @@
      ├── QueryError        the caller's query or parameters are invalid
      ├── NoResultsError    no source could answer (nothing enabled, or every one failed)
      ├── AuthError         the sift server refused our token (client mode)
-     └── UnreachableError  the sift server could not be reached (client mode)
+     ├── UnreachableError  the sift server could not be reached (client mode)
+     ├── StoreError        a cache read or write failed (the search goes on uncached)
+     ├── BakeoffError      a bake-off input or run directory is unusable
+     └── ToolError         a skill search's query or limit is invalid
 
 A failing *source* is never an exception outside the pipeline: it becomes a warning.
+
+Some exceptions never leave the module that raises them, so they stand outside this tree:
+`dial.UpstreamRefused` and `dial.RedirectRefused` (httpx types, so the client's own handling
+applies), `skills.provider.ProviderError` (becomes the keyword fallback with a reason),
+`skills.catalog.FrontmatterError` (becomes a diagnostic), and `mcp.protocol.ProtocolError`
+and `ArgumentError` (become JSON-RPC errors).
 """
 
 
@@ -37,3 +46,15 @@ class AuthError(SiftError):
 
 class UnreachableError(SiftError):
     """The sift server could not be reached."""
+
+
+class StoreError(SiftError):
+    """A store read or write failed."""
+
+
+class BakeoffError(SiftError):
+    """A bake-off input or run directory is unusable, or a step was asked for too early."""
+
+
+class ToolError(SiftError):
+    """The caller's skill-search query or limit is invalid."""

@@ -32,11 +32,6 @@ class Metrics:
             series = self._values[name]
             series[key] = series.get(key, 0) + amount
 
-    def set(self, name: str, value: float, **labels: str) -> None:
-        """Set a gauge."""
-        with self._lock:
-            self._values[name][_label_key(labels)] = value
-
     def snapshot(self) -> dict[str, float | dict[str, float]]:
         """Return every metric: a number when unlabelled, else an object keyed by labels."""
         with self._lock:

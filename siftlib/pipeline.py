@@ -51,11 +51,11 @@ import httpx
 from siftlib import fusion
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
 from siftlib.dial import LookupFailed, Upstream, UpstreamRefused, open_upstream
-from siftlib.errors import NoResultsError, QueryError
+from siftlib.errors import NoResultsError, QueryError, StoreError
 from siftlib.hits import Hit
 from siftlib.metrics import Metrics
 from siftlib.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
-from siftlib.store import Reservation, StoreError, cache_key, open_store
+from siftlib.store import Reservation, cache_key, open_store
 
 if TYPE_CHECKING:
     from siftlib.store import Store

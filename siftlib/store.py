@@ -100,7 +100,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NamedTuple, Protocol, TypeVar
 
-from siftlib.errors import SiftError
+from siftlib.errors import StoreError
 from siftlib.hits import Hit
 
 log = logging.getLogger("sift")
@@ -132,10 +132,6 @@ INSERT INTO credits (day, source, used) VALUES (?, ?, max(?, 0))
 ON CONFLICT (day, source) DO UPDATE SET used = max(used + ?, 0)
 RETURNING used
 """
-
-
-class StoreError(SiftError):
-    """A store read or write failed."""
 
 
 class Cached(NamedTuple):

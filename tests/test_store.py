@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from siftlib import store as store_module
+from siftlib.errors import StoreError
 from siftlib.hits import Hit
-from siftlib.store import Reservation, SQLiteStore, StoreError, cache_key, open_sqlite
+from siftlib.store import Reservation, SQLiteStore, cache_key, open_sqlite
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
 HITS = (

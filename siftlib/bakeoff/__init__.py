@@ -5,11 +5,11 @@ run.py      `sift bakeoff run`   → RUN_DIR/results.jsonl, meta.json
 blind.py    `sift blind`         → packs/A.json…, key/key.json (0600), judgments.csv
 score.py    `sift bakeoff score` → figures per configuration and the winner
 report.py   report.md and report.html (inline SVG chart) from those figures
+
+Their refusals raise `siftlib.errors.BakeoffError`.
 """
 
 from __future__ import annotations
-
-from siftlib.errors import SiftError
 
 # Configuration name → the sift sources it uses, in the order the bake-off runs them.
 # `tavily-direct` is not a pipeline configuration: it calls Tavily the way an agent's own
@@ -20,7 +20,3 @@ CONFIGS: dict[str, tuple[str, ...]] = {
     "searxng+brave+tavily": ("searxng", "brave_llm", "tavily"),
     "tavily-direct": ("tavily",),
 }
-
-
-class BakeoffError(SiftError):
-    """A bake-off input or run directory is unusable, or a step was asked for too early."""

@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from siftlib.bakeoff import BakeoffError
 from siftlib.bakeoff.rundir import Run, dump_json, make_private_dir, open_private, read_run
+from siftlib.errors import BakeoffError
 
 PACKS = "packs"
 KEY_DIR = "key"

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from siftlib import __version__
-from siftlib.bakeoff import CONFIGS, BakeoffError
+from siftlib.bakeoff import CONFIGS
 from siftlib.bakeoff.rundir import (
     META,
     QUERIES,
@@ -53,7 +53,7 @@ from siftlib.bakeoff.rundir import (
 )
 from siftlib.bakeoff.score import parse_target
 from siftlib.config import PAID_SOURCES
-from siftlib.errors import NoResultsError, QueryError
+from siftlib.errors import BakeoffError, NoResultsError, QueryError
 from siftlib.hits import Hit
 from siftlib.pipeline import MAX_QUERY_CHARS, Searcher, SearchRequest
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from siftlib.bakeoff import BakeoffError
+from siftlib.errors import BakeoffError
 
 RESULTS = "results.jsonl"
 META = "meta.json"

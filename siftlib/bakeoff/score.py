@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from siftlib.bakeoff import BakeoffError
 from siftlib.bakeoff.blind import JUDGMENTS, JUDGMENTS_HEADER, read_key
 from siftlib.bakeoff.rundir import TARGETS, Run, read_run
 from siftlib.canonical_url import canonical_url
+from siftlib.errors import BakeoffError
 
 OPEN = "open"
 _DOMAIN = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")

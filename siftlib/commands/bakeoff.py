@@ -102,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import logging
 
-    from siftlib.bakeoff import BakeoffError
     from siftlib.bakeoff.run import read_query_set, run_bakeoff, runnable_configs
     from siftlib.config import load_config
+    from siftlib.errors import BakeoffError
     from siftlib.pipeline import MAX_K, open_searcher
 
     logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
@@ -133,8 +133,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def _check_spend(args: argparse.Namespace, configs: list[str], queries: int) -> None:
     """Say the worst-case spend before the first paid call; on a terminal, want it accepted."""
-    from siftlib.bakeoff import BakeoffError
     from siftlib.bakeoff.run import worst_case_spend
+    from siftlib.errors import BakeoffError
 
     spend = worst_case_spend(configs, queries)
     total = sum(spend.values())

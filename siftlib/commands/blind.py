@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the missing judging material; return the exit code."""
-    from siftlib.bakeoff import BakeoffError
     from siftlib.bakeoff.blind import write_blind
+    from siftlib.errors import BakeoffError
 
     run_dir = Path(args.run_dir)
     try:

@@ -24,8 +24,9 @@ from pathlib import Path
 
 from siftlib.commands import fail
 from siftlib.config import resolve_config_path
+from siftlib.errors import ToolError
 from siftlib.skills.answer import render_json, render_text
-from siftlib.skills.keyword import DEFAULT_LIMIT, ToolError, check_limit, query_terms
+from siftlib.skills.keyword import DEFAULT_LIMIT, check_limit, query_terms
 from siftlib.skills.mode import check_mode
 from siftlib.skills.session import Session, serve_stdio
 

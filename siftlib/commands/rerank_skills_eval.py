@@ -14,6 +14,7 @@ from pathlib import Path
 
 from siftlib.commands import fail
 from siftlib.config import resolve_config_path
+from siftlib.errors import ToolError
 from siftlib.skills.consent import load_settings
 from siftlib.skills.eval import (
     choose_catalog,
@@ -22,7 +23,7 @@ from siftlib.skills.eval import (
     render_report,
     report_json,
 )
-from siftlib.skills.keyword import DEFAULT_LIMIT, ToolError, check_limit
+from siftlib.skills.keyword import DEFAULT_LIMIT, check_limit
 
 EXAMPLE = "example: sift rerank-skills eval --fixtures testdata/skills/eval --max-requests 40"
 

@@ -45,10 +45,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from siftlib.errors import ToolError
 from siftlib.skills.catalog import Catalog, discover
 from siftlib.skills.consent import RerankSettings, api_key
 from siftlib.skills.decide import Decision
-from siftlib.skills.keyword import SkillResult, ToolError, keyword_search, query_terms
+from siftlib.skills.keyword import SkillResult, keyword_search, query_terms
 from siftlib.skills.local import local_search
 from siftlib.skills.rerank import (
     Attempt,

@@ -12,15 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from siftlib.errors import SiftError
+from siftlib.errors import ToolError
 from siftlib.skills.catalog import WORD, Catalog, Skill
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
-
-
-class ToolError(SiftError):
-    """The caller's query or limit is invalid."""
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,9 @@ their no-fit queries are declined; the held-out halves only report (`make bench`
 
 from __future__ import annotations
 
+from siftlib.errors import ToolError
 from siftlib.skills.catalog import Catalog
-from siftlib.skills.keyword import SkillResult, ToolError, check_limit, query_terms
+from siftlib.skills.keyword import SkillResult, check_limit, query_terms
 
 MIN_COVERAGE = 0.35
 RELATIVE_SCORE = 0.5

@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from siftlib.errors import ToolError
 from siftlib.skills.answer import render_json
 from siftlib.skills.catalog import Catalog, discover
 from siftlib.skills.consent import RerankSettings, api_key, load_settings
 from siftlib.skills.keyword import (
     DEFAULT_LIMIT,
     SkillResult,
-    ToolError,
     check_limit,
     keyword_search,
 )

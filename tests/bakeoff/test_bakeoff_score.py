@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from siftlib.bakeoff import BakeoffError
 from siftlib.bakeoff.report import render_html
 from siftlib.bakeoff.score import (
     ConfigScore,
@@ -19,6 +18,7 @@ from siftlib.bakeoff.score import (
     score_run,
 )
 from siftlib.cli import main
+from siftlib.errors import BakeoffError
 
 from .conftest import make_run
 

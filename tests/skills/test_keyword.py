@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from siftlib.errors import ToolError
 from siftlib.skills.catalog import Catalog, Skill, discover
 from siftlib.skills.keyword import (
-    ToolError,
     keyword_scores,
     keyword_search,
     normalise_query,

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from siftlib.errors import ToolError
 from siftlib.skills.catalog import Catalog, Skill, discover
-from siftlib.skills.keyword import ToolError, keyword_search
+from siftlib.skills.keyword import keyword_search
 from siftlib.skills.local import MIN_COVERAGE, local_search
 
 from .conftest import MARKER

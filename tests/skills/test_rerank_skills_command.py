@@ -18,10 +18,11 @@ from pytest_httpserver import HTTPServer
 
 from siftlib.cli import main
 from siftlib.commands.rerank_skills import warn
+from siftlib.errors import ToolError
 from siftlib.skills.answer import render_json
 from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings
-from siftlib.skills.keyword import SkillResult, ToolError, keyword_search
+from siftlib.skills.keyword import SkillResult, keyword_search
 from siftlib.skills.session import Session, Snapshot, serve_stdio
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
