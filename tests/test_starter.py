@@ -23,13 +23,12 @@ def test_the_starter_config_loads_to_exactly_the_defaults(tmp_path: Path) -> Non
     expected = replace(
         load_config(str(tmp_path / "empty.toml")),
         path=config_path,
-        skill_search=loaded.skill_search,  # checked by load_settings below
         db=tmp_path / "cache.db",
         secret_env=secret_path,
         secret_env_configured=True,
     )
     assert loaded == expected
-    assert load_settings(config_path, cwd=tmp_path) == (RerankSettings(), [])
+    assert load_settings(config_path, cwd=tmp_path) == (RerankSettings(), [])  # [skill_search]
 
 
 def test_the_starter_config_names_every_setting() -> None:
