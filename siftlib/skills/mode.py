@@ -20,9 +20,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from siftlib.config import read_toml
-from siftlib.errors import ConfigError
+from siftlib.errors import ConfigError, ToolError
 from siftlib.skills.catalog import project_folders
-from siftlib.skills.keyword import ToolError
 
 MODES = ("keyword", "local")
 DEFAULT_MODE = "keyword"
