@@ -22,6 +22,7 @@ from siftlib import __version__
 COMMANDS = {
     "init": ("siftlib.commands.init", "write a commented config.toml and a secret.env template"),
     "search": ("siftlib.commands.search", "one web search; prints the fused hits"),
+    "fetch": ("siftlib.commands.fetch", "read one web page as clean markdown, through the guard"),
     "serve": ("siftlib.commands.serve", "the HTTP gateway (native and Firecrawl-compatible API)"),
     "rerank-skills": (
         "siftlib.commands.rerank_skills",

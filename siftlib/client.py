@@ -1,4 +1,4 @@
-"""Client mode of `sift search`: one `POST {url}/v1/search` to a sift server.
+"""Client mode of `sift search` and `sift fetch`: one `POST` to a sift server.
 
     envelope = search_remote("http://127.0.0.1:8787", token, "sqlite wal", k=5, timeout=10.0)
 
@@ -14,39 +14,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from siftlib.errors import AuthError, NoResultsError, QueryError, UnreachableError
+from siftlib.errors import (
+    AuthError,
+    Blocked,
+    FetchFailed,
+    NoResultsError,
+    QueryError,
+    UnreachableError,
+    UnsupportedContent,
+)
 
 
 def search_remote(
     url: str, token: str | None, query: str, *, k: int | None, timeout: float
 ) -> dict[str, Any]:
     """Search through a sift server and return its native envelope (search.md §3.1)."""
-    import httpx
-
     body: dict[str, object] = {"query": query}
     if k is not None:
         body["k"] = k
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    endpoint = f"{url.rstrip('/')}/v1/search"
-    try:
-        # A server that is down should be known at once; one that is up answers within its
-        # own deadline (search.timeout + 2 s), so only reading waits the whole timeout.
-        limits = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-        with httpx.Client(trust_env=False, timeout=limits) as client:
-            response = client.post(endpoint, json=body, headers=headers)
-    except httpx.TimeoutException:
-        raise UnreachableError(
-            f"the sift server at {url} did not answer in {timeout:g} s"
-        ) from None
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise UnreachableError(
-            f"the sift server at {url} is unreachable ({type(exc).__name__})"
-        ) from None
-
+    response = _post(url, "/v1/search", token, body, timeout=timeout)
     status = response.status_code
-    if status in (401, 403):
-        hint = "set SIFT_TOKEN or token in client.toml" if not token else "check the token"
-        raise AuthError(f"the sift server at {url} refused the request ({status}): {hint}")
     if status in (400, 413):
         raise QueryError(_reason(response, "invalid query"))
     if status == 422:
@@ -60,6 +47,33 @@ def search_remote(
     if not isinstance(envelope, dict) or not isinstance(envelope.get("results"), list):
         raise UnreachableError(f"{url} did not answer like a sift server")
     return envelope
+
+
+def _post(url: str, path: str, token: str | None, body: object, *, timeout: float) -> Any:
+    """POST JSON to a sift server; return the response, whatever its status, unless 401/403."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        # A server that is down should be known at once; one that is up answers within its
+        # own deadline, so only reading waits the whole timeout.
+        limits = httpx.Timeout(timeout, connect=min(timeout, 5.0))
+        with httpx.Client(trust_env=False, timeout=limits) as client:
+            response = client.post(f"{url.rstrip('/')}{path}", json=body, headers=headers)
+    except httpx.TimeoutException:
+        raise UnreachableError(
+            f"the sift server at {url} did not answer in {timeout:g} s"
+        ) from None
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise UnreachableError(
+            f"the sift server at {url} is unreachable ({type(exc).__name__})"
+        ) from None
+    if response.status_code in (401, 403):
+        hint = "set SIFT_TOKEN or token in client.toml" if not token else "check the token"
+        raise AuthError(
+            f"the sift server at {url} refused the request ({response.status_code}): {hint}"
+        )
+    return response
 
 
 def _reason(response: Any, fallback: str) -> str:
@@ -82,3 +96,34 @@ def _warnings(response: Any) -> list[str]:
         return []
     found = payload.get("warnings") if isinstance(payload, dict) else None
     return [w for w in found if isinstance(w, str)] if isinstance(found, list) else []
+
+
+def fetch_remote(
+    url: str, token: str | None, body: dict[str, Any], *, timeout: float
+) -> dict[str, Any]:
+    """Fetch a page through a sift server (`POST /v1/fetch`); return its native envelope.
+
+    The server's refusals come back as the library's errors: `blocked` → `Blocked`,
+    415 → `UnsupportedContent`-like `Blocked`, 408/500 → `FetchFailed`, 400 → `QueryError`.
+    """
+    response = _post(url, "/v1/fetch", token, body, timeout=timeout)
+    status = response.status_code
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        raise UnreachableError(f"{url} did not answer like a sift server ({status})")
+    error = str(payload.get("error", ""))
+    code = payload.get("code")
+    if status == 200 and isinstance(payload.get("content"), str):
+        return payload
+    if code == "blocked":
+        raise Blocked("remote", error)
+    if status == 415:
+        raise UnsupportedContent(error.removeprefix("unsupported content type: "))
+    if status in (400, 413) and error:
+        raise QueryError(error)
+    if status in (408, 500) and code in ("deadline", "fetch failed"):
+        raise FetchFailed(error.removeprefix("fetch failed: ") or "failed", error or None)
+    raise UnreachableError(f"the sift server at {url} answered {status}")

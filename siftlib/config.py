@@ -14,6 +14,7 @@ key. `Secrets` never shows a value in its repr.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -27,11 +28,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from siftlib import __version__
 from siftlib.errors import ConfigError
 
 SOURCE_ORDER = ("searxng", "brave_llm", "tavily")
 PAID_SOURCES = ("brave_llm", "tavily")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
+_SIZE = re.compile(r"^(\d+)(B|KiB|MiB|GiB)$")
+_SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
@@ -92,6 +96,14 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
+def parse_size(text: str) -> int:
+    """Return the bytes a size string such as "10MiB" stands for."""
+    match = _SIZE.match(text.strip())
+    if not match:
+        raise ValueError(f'{text!r} is not a size such as "512KiB" or "10MiB"')
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
+
+
 @dataclass(frozen=True)
 class SourceConfig:
     """One upstream search source."""
@@ -106,6 +118,20 @@ class SourceConfig:
     def must_be_public(self) -> bool:
         """Paid sources are public services; only SearXNG may sit on a private address."""
         return self.name != "searxng"
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    """The `[fetch]` table: how `sift fetch`, `/v1/fetch` and `/v2/scrape` read a page."""
+
+    enabled: bool = True
+    timeout: float = 20.0
+    max_bytes: int = 10 * 1024 * 1024
+    max_chars: int = 2_000_000
+    max_redirects: int = 5
+    user_agent: str = f"sift/{__version__}"
+    allow: tuple[str, ...] = ()
+    per_host: int = 4
 
 
 @dataclass(frozen=True)
@@ -125,6 +151,7 @@ class Config:
     sources: tuple[SourceConfig, ...] = ()
     # True when the file sets server.secret_env: then a missing secret.env is worth a warning.
     secret_env_configured: bool = False
+    fetch: FetchConfig = field(default_factory=FetchConfig)
 
     def source(self, name: str) -> SourceConfig:
         """Return the config of the source called `name`."""
@@ -197,6 +224,15 @@ class _Table:
             raise self.error(key, "must be a positive duration")
         return seconds
 
+    def size(self, key: str, default: str) -> int:
+        try:
+            size = parse_size(self.get(key, str, default))
+        except ValueError as exc:
+            raise self.error(key, f"must be a size: {exc}") from None
+        if size <= 0:
+            raise self.error(key, "must be a positive size")
+        return size
+
     def url(self, key: str, default: str) -> str:
         value: str = self.get(key, str, default)
         parts = urlsplit(value)
@@ -224,7 +260,7 @@ def load_config(explicit: str | None = None) -> Config:
     """Load and validate the server config found by `resolve_config_path`."""
     path = resolve_config_path(explicit)
     root = _Table(read_toml(path), "", path)
-    root.check_keys({"server", "search", "skill_search"})
+    root.check_keys({"server", "search", "skill_search", "fetch"})
 
     server = root.table("server")
     server.check_keys({"listen", "db", "secret_env", "permit_restricted"})
@@ -265,6 +301,35 @@ def load_config(explicit: str | None = None) -> Config:
         cache_ttl=search.duration("cache_ttl", "1h"),
         sources=tuple(sources),
         secret_env_configured="secret_env" in server.data,
+        fetch=_fetch_config(root.table("fetch")),
+    )
+
+
+def _fetch_config(table: _Table) -> FetchConfig:
+    table.check_keys({f.name for f in dataclasses.fields(FetchConfig)})
+    timeout = table.duration("timeout", "20s")
+    if timeout > 60:
+        raise table.error("timeout", "must be at most 60s")
+    allow = table.get("allow", list, [])
+    if allow:
+        from siftlib.guard import parse_pinhole  # imports httpx: only when there is a pinhole
+    for entry in allow:
+        try:
+            parse_pinhole(entry if isinstance(entry, str) else "")
+        except ValueError:
+            raise table.error(
+                "allow", f'entries must be "host:port" strings, not {entry!r}'
+            ) from None
+    base = FetchConfig()
+    return FetchConfig(
+        enabled=table.get("enabled", bool, True),
+        timeout=timeout,
+        max_bytes=table.size("max_bytes", "10MiB"),
+        max_chars=table.integer("max_chars", base.max_chars, 1),
+        max_redirects=table.integer("max_redirects", base.max_redirects, 0, 20),
+        user_agent=table.get("user_agent", str, base.user_agent),
+        allow=tuple(allow),
+        per_host=table.integer("per_host", base.per_host, 1),
     )
 
 

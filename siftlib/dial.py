@@ -68,13 +68,15 @@ Not public (`is_public` is False), one table below, each row tested:
 
 from __future__ import annotations
 
+import contextvars
 import ipaddress
 import logging
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from types import TracebackType
 from typing import Any
@@ -88,6 +90,8 @@ __all__ = [
     "RedirectRefused",
     "Upstream",
     "UpstreamRefused",
+    "address_kind",
+    "describe_kind",
     "is_public",
     "open_upstream",
 ]
@@ -102,31 +106,51 @@ _RETRY_REFUSED = 30.0
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 _NOT_PUBLIC_V4 = tuple(
-    ipaddress.IPv4Network(net)
-    for net in (
-        "0.0.0.0/8",
-        "10.0.0.0/8",
-        "100.64.0.0/10",
-        "127.0.0.0/8",
-        "169.254.0.0/16",
-        "172.16.0.0/12",
-        "192.0.0.0/24",
-        "192.0.2.0/24",
-        "192.88.99.0/24",
-        "192.168.0.0/16",
-        "198.18.0.0/15",
-        "198.51.100.0/24",
-        "203.0.113.0/24",
-        "224.0.0.0/4",
-        "240.0.0.0/4",
+    (ipaddress.IPv4Network(net), kind)
+    for net, kind in (
+        ("0.0.0.0/8", "this-network"),
+        ("10.0.0.0/8", "private"),
+        ("100.64.0.0/10", "cgnat"),
+        ("127.0.0.0/8", "loopback"),
+        ("169.254.0.0/16", "link-local"),
+        ("172.16.0.0/12", "private"),
+        ("192.0.0.0/24", "reserved"),
+        ("192.0.2.0/24", "documentation"),
+        ("192.88.99.0/24", "reserved"),
+        ("192.168.0.0/16", "private"),
+        ("198.18.0.0/15", "benchmarking"),
+        ("198.51.100.0/24", "documentation"),
+        ("203.0.113.0/24", "documentation"),
+        ("224.0.0.0/4", "multicast"),
+        ("240.0.0.0/4", "reserved"),
     )
 )
 _GLOBAL_V6 = ipaddress.IPv6Network("2000::/3")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+_COMPATIBLE = ipaddress.IPv6Network("::/96")
 _TEREDO = ipaddress.IPv6Network("2001::/32")
 _SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
+# Outside 2000::/3 everything is refused; these rows only name why.
+_NOT_GLOBAL_V6 = tuple(
+    (ipaddress.IPv6Network(net), kind)
+    for net, kind in (
+        ("::/128", "unspecified"),
+        ("::1/128", "loopback"),
+        ("fc00::/7", "unique-local"),
+        ("fe80::/10", "link-local"),
+        ("fec0::/10", "site-local"),
+        ("ff00::/8", "multicast"),
+    )
+)
 _NOT_PUBLIC_V6 = tuple(
-    ipaddress.IPv6Network(net) for net in ("2001::/23", "2001:db8::/32", "3fff::/20", "5f00::/16")
+    (ipaddress.IPv6Network(net), kind)
+    for net, kind in (
+        ("2001:db8::/32", "documentation"),
+        ("2001::/23", "reserved"),
+        ("3fff::/20", "documentation"),
+        ("5f00::/16", "reserved"),
+    )
 )
 _METADATA = frozenset(
     ipaddress.ip_address(ip)
@@ -140,6 +164,14 @@ _METADATA = frozenset(
         "fd00:ec2::254",
     )
 )
+_KIND_PHRASES = {
+    "this-network": "a this-network (0.0.0.0/8) address",
+    "cgnat": "a carrier-grade NAT (100.64.0.0/10) address",
+    "metadata": "a cloud metadata address",
+    "unspecified": "the unspecified address",
+    "ipv4-mapped": "an IPv4-mapped address",
+    "ipv4-compatible": "an IPv4-compatible address",
+}
 
 
 class UpstreamRefused(httpx.ConnectError):
@@ -160,21 +192,41 @@ class RedirectRefused(httpx.TooManyRedirects):
 
 def is_public(ip: str | IPAddress) -> bool:
     """Tell whether an address is a public unicast address a public source may resolve to."""
+    return address_kind(ip) is None
+
+
+def address_kind(ip: str | IPAddress) -> str | None:
+    """Name the kind of a non-public address (`loopback`, `private`, …); None when public.
+
+    An IPv6 address that embeds an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) is
+    named by the embedded address when that is not public.
+    """
     address = _unscoped(ipaddress.ip_address(ip) if isinstance(ip, str) else ip)
     if address in _METADATA:
-        return False
+        return "metadata"
     if isinstance(address, ipaddress.IPv4Address):
-        return not any(address in net for net in _NOT_PUBLIC_V4)
+        return next((kind for net, kind in _NOT_PUBLIC_V4 if address in net), None)
     if address in _NAT64:
-        return is_public(ipaddress.IPv4Address(address.packed[-4:]))
+        return address_kind(ipaddress.IPv4Address(address.packed[-4:]))
     if address not in _GLOBAL_V6:
-        return False
+        for net, kind in _NOT_GLOBAL_V6:
+            if address in net:
+                return kind
+        for net, kind in ((_MAPPED, "ipv4-mapped"), (_COMPATIBLE, "ipv4-compatible")):
+            if address in net:
+                return address_kind(ipaddress.IPv4Address(address.packed[-4:])) or kind
+        return "reserved"
     if address in _TEREDO:
         server, client = address.teredo or (address, address)
-        return is_public(server) and is_public(client)
+        return address_kind(server) or address_kind(client)
     if address in _SIX_TO_FOUR:
-        return address.sixtofour is not None and is_public(address.sixtofour)
-    return not any(address in net for net in _NOT_PUBLIC_V6)
+        return address_kind(address.sixtofour) if address.sixtofour else "reserved"
+    return next((kind for net, kind in _NOT_PUBLIC_V6 if address in net), None)
+
+
+def describe_kind(kind: str) -> str:
+    """Return an address kind as a noun phrase: `loopback` → "a loopback address"."""
+    return _KIND_PHRASES.get(kind, f"a {kind} address")
 
 
 def _unscoped(address: IPAddress) -> IPAddress:
@@ -201,7 +253,24 @@ def _getaddrinfo(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-class _Pin:
+class _FixedPin:
+    """An address set checked once by the caller (one hop of a fetch), never re-resolved."""
+
+    def __init__(self, origin: tuple[str, str, int], addresses: tuple[str, ...]) -> None:
+        self.origin = origin
+        _, self.host, self.port = origin
+        self._addresses = addresses
+
+    def addresses(self) -> tuple[str, ...]:
+        """Return the pinned addresses."""
+        return self._addresses
+
+    def refusal(self) -> httpx.ConnectError:
+        """Return the error for a connection attempt while there is no acceptable address."""
+        return UpstreamRefused("upstream refused: no acceptable address")
+
+
+class _Pin(_FixedPin):
     """The resolved, checked address set of one host, refreshed on an interval."""
 
     def __init__(
@@ -213,14 +282,12 @@ class _Pin:
         clock: Callable[[], float],
         refresh_interval: float,
     ) -> None:
-        self.origin = origin
-        _, self.host, self.port = origin
+        super().__init__(origin, ())
         self._public = public
         self._resolver = resolver
         self._clock = clock
         self._refresh_interval = refresh_interval
         self._lock = threading.Lock()
-        self._addresses: tuple[str, ...] = ()
         self.problem: str | None = None  # DNS_FAILED or REFUSED while there is no address
         self._resolved_at = 0.0
         self._resolve()
@@ -264,7 +331,7 @@ class _Pin:
 class _PinnedBackend(httpcore.NetworkBackend):
     """An httpcore network backend that dials only the pinned addresses on the pinned port."""
 
-    def __init__(self, pin: _Pin, connect: Connector) -> None:
+    def __init__(self, pin: _FixedPin, connect: Connector) -> None:
         self._pin = pin
         self._connect = connect
 
@@ -291,17 +358,63 @@ class _PinnedBackend(httpcore.NetworkBackend):
             for option in socket_options or ():
                 sock.setsockopt(*option)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return SyncStream(sock)
+            return _DeadlineStream(sock)
         if isinstance(error, TimeoutError):
             raise httpcore.ConnectTimeout(str(error)) from error
         raise httpcore.ConnectError(str(error)) from error
+
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
+
+
+@contextmanager
+def wall_clock(deadline: float) -> Iterator[None]:
+    """Cap every socket wait of the pinned streams used inside by `deadline` (monotonic)."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _remaining(timeout: float | None) -> float | None:
+    """Return `timeout` cut to what is left of the current wall-clock deadline, if any."""
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise httpcore.ReadTimeout("the wall-clock deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineStream(SyncStream):
+    """A socket stream whose every wait ends by the wall-clock deadline set by `wall_clock`.
+
+    httpx's timeouts are per operation: a server dripping a byte a second never trips them.
+    """
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return super().read(max_bytes, _remaining(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        super().write(buffer, _remaining(timeout))
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        stream = super().start_tls(ssl_context, server_hostname, _remaining(timeout))
+        return _DeadlineStream(stream.get_extra_info("socket"))
 
 
 class _PinnedTransport(httpx.HTTPTransport):
     """An httpx transport for one origin whose connection pool dials through `_PinnedBackend`."""
 
     def __init__(
-        self, pin: _Pin, *, ssl_context: ssl.SSLContext | None, connect: Connector
+        self, pin: _FixedPin, *, ssl_context: ssl.SSLContext | None, connect: Connector
     ) -> None:
         # HTTPTransport's only state is its pool; we build that pool ourselves so that it
         # gets our network backend (HTTPTransport has no parameter for one).
@@ -424,6 +537,24 @@ def _announce_allow_private() -> None:
     log.warning(
         "--allow-private-upstreams is ON: public sources may connect to loopback and "
         "private addresses. This switch is for tests only; never run a gateway with it."
+    )
+
+
+def pinned_transport(
+    url: httpx.URL,
+    addresses: tuple[str, ...],
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    connect: Connector | None = None,
+) -> httpx.HTTPTransport:
+    """Return a transport for `url`'s origin that dials only `addresses`, checked by the caller.
+
+    Used by fetch for each hop: the guard resolves and checks, this dials exactly that.
+    """
+    return _PinnedTransport(
+        _FixedPin(_origin(url), addresses),
+        ssl_context=_verified_context(url.scheme, ssl_context),
+        connect=connect or socket.create_connection,
     )
 
 

@@ -8,7 +8,10 @@
      ├── UnreachableError  the sift server could not be reached (client mode)
      ├── StoreError        a cache read or write failed (the search goes on uncached)
      ├── BakeoffError      a bake-off input or run directory is unusable
-     └── ToolError         a skill search's query or limit is invalid
+     ├── ToolError         a skill search's query or limit is invalid
+     ├── Blocked           the fetch guard refused a URL, a hop or an address (`rule`)
+     │    └── UnsupportedContent  the page's content type is not one fetch reads
+     └── FetchFailed       a fetch went out but failed (`kind`: dns, connect, tls, deadline, …)
 
 A failing *source* is never an exception outside the pipeline: it becomes a warning.
 
@@ -58,3 +61,27 @@ class BakeoffError(SiftError):
 
 class ToolError(SiftError):
     """The caller's skill-search query or limit is invalid."""
+
+
+class Blocked(SiftError):
+    """The fetch guard refused a URL before sending it a byte; `rule` names the check."""
+
+    def __init__(self, rule: str, message: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+class UnsupportedContent(Blocked):
+    """The page's content type is not one fetch reads (refused after its head)."""
+
+    def __init__(self, media_type: str) -> None:
+        super().__init__("content-type", f"unsupported content type: {media_type}")
+        self.media_type = media_type
+
+
+class FetchFailed(SiftError):
+    """A fetch failed on the way (`kind`: dns, connect, tls, deadline, reset, cut, …)."""
+
+    def __init__(self, kind: str, message: str | None = None) -> None:
+        super().__init__(message or f"fetch failed: {kind}")
+        self.kind = kind

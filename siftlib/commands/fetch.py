@@ -1,0 +1,109 @@
+"""`sift fetch`: read one web page as markdown, in-process or through a sift server.
+
+Exit codes (fetch.md §1): 0 fetched (any upstream status; a non-2xx one is named on
+stderr), 1 the fetch failed, 2 usage or config error, 3 authentication refused, 4 refused
+by the guard (address, name, scheme, port, redirect or content type), 5 the sift server is
+unreachable. Warnings (truncation) go to stderr; the page alone goes to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+from siftlib.errors import (
+    AuthError,
+    Blocked,
+    ConfigError,
+    FetchFailed,
+    QueryError,
+    UnreachableError,
+)
+
+FORMATS = ("markdown", "text", "html", "links")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the arguments of `sift fetch`."""
+    parser.epilog = "example: sift fetch https://sqlite.org/wal.html --max-chars 4000"
+    parser.add_argument("url", help="the page to read (http or https)")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="markdown", help="what to print (default markdown)"
+    )
+    parser.add_argument(
+        "--full", action="store_true", help="the whole page, not only its main content"
+    )
+    parser.add_argument("--json", action="store_true", help="print the native JSON envelope")
+    parser.add_argument(
+        "--max-chars", type=int, metavar="N", help="cut the content at N characters"
+    )
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--server", metavar="URL", help="fetch through this sift server")
+    where.add_argument("--local", action="store_true", help="fetch in-process (the default)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Fetch one page and print it; return the exit code."""
+    logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
+    from siftlib.config import load_client_config
+
+    if args.max_chars is not None and args.max_chars < 1:
+        return _fail(QueryError("--max-chars must be a positive number"), 2)
+    body = {"url": args.url, "format": args.format, "main_content": not args.full}
+    if args.max_chars is not None:
+        body["max_chars"] = args.max_chars
+    try:
+        client = None if args.local else load_client_config(args.server)
+        if client is not None:
+            from siftlib.client import fetch_remote
+
+            envelope = fetch_remote(client.url, client.token, body, timeout=75.0)
+        else:
+            envelope = _fetch_local(args)
+    except (ConfigError, QueryError) as exc:
+        return _fail(exc, 2)
+    except FetchFailed as exc:
+        return _fail(exc, 1)
+    except AuthError as exc:
+        return _fail(exc, 3)
+    except Blocked as exc:
+        return _fail(exc, 4)
+    except UnreachableError as exc:
+        return _fail(exc, 5)
+    _print(envelope, as_json=args.json)
+    return 0
+
+
+def _fetch_local(args: argparse.Namespace) -> dict[str, Any]:
+    from siftlib.config import load_config
+    from siftlib.fetch import Fetcher, FetchRequest
+
+    config = load_config(args.config)
+    if not config.fetch.enabled:
+        raise ConfigError(f"fetch is disabled: set fetch.enabled = true in {config.path}")
+    request = FetchRequest(
+        url=args.url, format=args.format, main_content=not args.full, max_chars=args.max_chars
+    )
+    with Fetcher(config.fetch) as fetcher:
+        return fetcher.fetch(request).to_native()
+
+
+def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(envelope, ensure_ascii=False))
+        return
+    status = envelope.get("status")
+    if isinstance(status, int) and not 200 <= status < 300:
+        print(f"sift fetch: the page answered {status}", file=sys.stderr)
+    for warning in envelope.get("warnings", []):
+        print(f"sift: warning: {warning}", file=sys.stderr)
+    content = str(envelope.get("content", ""))
+    sys.stdout.write(content if content.endswith("\n") or not content else content + "\n")
+
+
+def _fail(exc: Exception, code: int) -> int:
+    print(f"sift fetch: {exc}", file=sys.stderr)
+    return code

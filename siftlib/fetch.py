@@ -1,0 +1,506 @@
+"""Reading one web page, safely: the guarded fetch behind `sift fetch`, `/v1/fetch`, `/v2/scrape`.
+
+    with Fetcher(config.fetch) as fetcher:
+        result = fetcher.fetch(FetchRequest(url="https://example.org/post"))
+        print(result.title, result.content)      # markdown of the main content
+
+`Fetcher.fetch` = `Fetcher.read` (the network, this module) + `siftlib.convert` (the page).
+
+One fetch, under **one wall-clock deadline** (`min(request timeout, fetch.timeout)`):
+- each hop is vetted by `siftlib.guard` (scheme, names, every resolved address public, or an
+  `allow` pinhole) and dialled through `siftlib.dial.pinned_transport` to exactly the vetted
+  addresses, with SNI and certificate verification for the URL's host (system roots, no
+  override). Redirects (301, 302, 303, 307, 308) are followed here, at most `max_redirects`,
+  each hop re-vetted and re-pinned; a redirect past that is refused before it is sent;
+- every socket wait (connect, TLS, each read and write) ends by the deadline
+  (`dial.wall_clock`), so a server that drips a byte a second is cut at the deadline;
+- only GET, with our `User-Agent`, `Accept` and `Accept-Encoding: gzip, deflate`; no cookies,
+  no credentials, no caller headers, no proxy from the environment;
+- the head decides: a content type fetch does not read is refused (`UnsupportedContent`)
+  before one byte of the body is read; a missing one is sniffed from the first bytes;
+- the body is streamed and decoded here (not by httpx), `decompress(max_length=…)`, so the
+  `max_bytes` cap applies to the decoded bytes: a decompression bomb stops at the cap, with
+  at most one 64 KiB chunk of slack in memory. Past the cap: truncated, with a warning;
+- at most `per_host` fetches to one host run at once; the others wait, within the deadline.
+
+Connections: one pinned transport per (origin, vetted addresses), kept alive and reused by
+later fetches to the same place (at most 32 kept, least recently used dropped first). A new
+answer from DNS gives a new transport, so nothing is ever sent to an address not vetted.
+
+Decisions the spec leaves open: a 304 or 1xx is not followed; a redirect without a usable
+`Location` is returned as the page it is; the deadline covers a name lookup too (on a small
+thread pool); errors are `FetchFailed(kind)` with kind `dns`, `connect`, `tls`, `deadline`,
+`reset` (the connection broke), `cut` (the body ended early), `protocol` (not HTTP) or
+`encoding` (a body we cannot decode).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import ssl
+import threading
+import time
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import httpx
+
+from siftlib.dial import Connector, pinned_transport, wall_clock
+from siftlib.errors import Blocked, FetchFailed, QueryError, UnsupportedContent
+from siftlib.guard import Guard, Hop, Resolver
+
+if TYPE_CHECKING:
+    from siftlib.config import FetchConfig
+    from siftlib.metrics import Metrics
+
+__all__ = ["FetchRequest", "FetchResult", "Fetcher", "Page"]
+
+ACCEPTED_TYPES = frozenset(
+    ("text/html", "application/xhtml+xml", "text/plain", "text/markdown", "application/json")
+)
+FORMATS = ("markdown", "text", "html", "raw_html", "links")
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))
+_ACCEPT = (
+    "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.9,"
+    "application/json;q=0.8,*/*;q=0.1"
+)
+_KEPT_TRANSPORTS = 32
+_HOST_TEXT = re.compile(r"[a-z0-9.:\[\]-]{1,255}")
+
+log = logging.getLogger("sift")
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    """One page to read, as a caller asks for it."""
+
+    url: str
+    format: str = "markdown"  # one of FORMATS: the result's `content`
+    also: tuple[str, ...] = ()  # further FORMATS, in the result's `also`
+    main_content: bool = True
+    max_chars: int | None = None
+    timeout: float | None = None  # seconds; capped by fetch.timeout
+    caller: str = "local"
+
+
+@dataclass
+class Page:
+    """The body of a page as fetched: decoded bytes, before any conversion."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str  # the header as sent, e.g. "text/html; charset=utf-8"
+    media_type: str  # "text/html"
+    body: bytes
+    truncated: bool
+    warnings: list[str]
+    fetch_ms: int
+
+
+@dataclass
+class FetchResult:
+    """A page read and converted: what every entry point answers with."""
+
+    url: str
+    final_url: str
+    status: int
+    content_type: str
+    media_type: str
+    title: str
+    description: str
+    language: str
+    content: str
+    links: list[str]
+    truncated: bool
+    warnings: list[str]
+    fetch_ms: int
+    convert_ms: int
+    bytes: int
+    also: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def to_native(self) -> dict[str, object]:
+        """Return the native `/v1/fetch` envelope (fetch.md §4.1)."""
+        return {
+            "url": self.url,
+            "final_url": self.final_url,
+            "status": self.status,
+            "content_type": self.media_type,
+            "title": self.title,
+            "description": self.description,
+            "language": self.language,
+            "content": self.content,
+            "links": self.links,
+            "truncated": self.truncated,
+            "warnings": self.warnings,
+            "timings": {"fetch_ms": self.fetch_ms, "convert_ms": self.convert_ms},
+        }
+
+
+class HostSlots:
+    """At most `per_host` holders per host at once; the others wait, until a deadline."""
+
+    def __init__(self, per_host: int) -> None:
+        self.per_host = per_host
+        self._active: dict[str, int] = {}
+        self._cond = threading.Condition()
+
+    def acquire(self, host: str, deadline: float) -> bool:
+        """Take a slot for `host`; False when none freed up before `deadline` (monotonic)."""
+        with self._cond:
+            while self._active.get(host, 0) >= self.per_host:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cond.wait(left)
+            self._active[host] = self._active.get(host, 0) + 1
+            return True
+
+    def release(self, host: str) -> None:
+        """Give a slot back."""
+        with self._cond:
+            count = self._active.pop(host) - 1
+            if count:
+                self._active[host] = count
+            self._cond.notify_all()
+
+
+class Fetcher:
+    """Guarded page fetches with pooled pinned connections; one per process, thread-safe."""
+
+    def __init__(
+        self,
+        settings: FetchConfig,
+        *,
+        metrics: Metrics | None = None,
+        restricted: Collection[str] = (),
+        resolver: Resolver | None = None,
+        connect: Connector | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = metrics
+        self.restricted = frozenset(restricted)
+        self.guard = Guard(settings.allow, resolver=resolver)
+        self._slots = HostSlots(settings.per_host)
+        self._connect = connect
+        self._ssl_context = ssl_context
+        self._transports: OrderedDict[tuple[object, ...], httpx.HTTPTransport] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Fetcher:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every kept connection and the lookup threads."""
+        with self._lock:
+            transports = list(self._transports.values())
+            self._transports.clear()
+        for transport in transports:
+            transport.close()
+        self.guard.close()
+
+    def fetch(self, request: FetchRequest) -> FetchResult:
+        """Fetch a page and convert it as asked; raise `Blocked`, `FetchFailed` or `QueryError`."""
+        started = time.monotonic()
+        status, size, outcome = "-", 0, "ok"
+        try:
+            result = self._fetch(request)
+            status, size = str(result.status), result.bytes
+            return result
+        except Blocked as exc:
+            status = outcome = "unsupported" if isinstance(exc, UnsupportedContent) else "blocked"
+            self._count("fetch_blocked", rule=exc.rule)
+            raise
+        except FetchFailed as exc:
+            status, outcome = f"failed:{exc.kind}", "failed"
+            raise
+        except QueryError:
+            status = outcome = "invalid"
+            raise
+        finally:
+            self._count("fetch_requests", caller=request.caller, outcome=outcome)
+            if size:
+                self._count("fetch_bytes", size)
+            host = "-" if request.caller in self.restricted else _loggable_host(request.url)
+            ms = round((time.monotonic() - started) * 1000)
+            log.info(
+                "fetch caller=%s host=%s status=%s bytes=%d ms=%d cache=miss",
+                request.caller,
+                host,
+                status,
+                size,
+                ms,
+            )
+
+    def _count(self, name: str, amount: float = 1, **labels: str) -> None:
+        if self.metrics is not None:
+            self.metrics.inc(name, amount, **labels)
+
+    def _fetch(self, request: FetchRequest) -> FetchResult:
+        from siftlib.convert import convert
+
+        page = self.read(request.url, timeout=request.timeout)
+        started = time.perf_counter()
+        limit = min(request.max_chars or self.settings.max_chars, self.settings.max_chars)
+        document = convert(
+            page.body,
+            content_type=page.content_type,
+            media_type=page.media_type,
+            url=page.final_url,
+            format=request.format,
+            also=request.also,
+            main_content=request.main_content,
+        )
+        warnings = list(page.warnings)
+        content = document.content
+        if len(content) > limit:
+            content = content[:limit]
+            warnings.append(f"truncated: the content passed max_chars ({limit} characters)")
+        return FetchResult(
+            url=page.url,
+            final_url=page.final_url,
+            status=page.status,
+            content_type=page.content_type,
+            media_type=page.media_type,
+            title=document.title,
+            description=document.description,
+            language=document.language,
+            content=content,
+            links=document.links,
+            truncated=page.truncated or len(document.content) > limit,
+            warnings=warnings,
+            fetch_ms=page.fetch_ms,
+            convert_ms=round((time.perf_counter() - started) * 1000),
+            bytes=len(page.body),
+            also=document.also,
+        )
+
+    def read(self, url: str, *, timeout: float | None = None) -> Page:
+        """Fetch a page's body through the guard, following redirects; no conversion."""
+        started = time.monotonic()
+        limit = self.settings.timeout if timeout is None else min(timeout, self.settings.timeout)
+        deadline = started + limit
+        previous: httpx.URL | None = None
+        current = url
+        with wall_clock(deadline):
+            for hops in range(self.settings.max_redirects + 1):
+                hop = self.guard.vet(
+                    current, timeout=deadline - time.monotonic(), previous=previous
+                )
+                outcome = self._exchange(hop, deadline, started)
+                if isinstance(outcome, Page):
+                    outcome.url = url
+                    return outcome
+                if hops == self.settings.max_redirects:
+                    break
+                previous, current = hop.url, outcome
+        raise Blocked("redirects", f"blocked: more than {self.settings.max_redirects} redirects")
+
+    def _exchange(self, hop: Hop, deadline: float, started: float) -> Page | str:
+        """Send one hop; return its page, or the absolute URL it redirects to."""
+        if not self._slots.acquire(hop.host, deadline):
+            raise FetchFailed("deadline", "fetch failed: deadline (waiting for a per-host slot)")
+        try:
+            return self._send(hop, deadline, started)
+        finally:
+            self._slots.release(hop.host)
+
+    def _send(self, hop: Hop, deadline: float, started: float) -> Page | str:
+        left = max(deadline - time.monotonic(), 0.001)
+        request = httpx.Request(
+            "GET",
+            hop.url,
+            headers={
+                "User-Agent": self.settings.user_agent,
+                "Accept": _ACCEPT,
+                "Accept-Encoding": "gzip, deflate",
+            },
+            extensions={"timeout": {"connect": left, "read": left, "write": left, "pool": left}},
+        )
+        with _failures():
+            response = self._transport(hop).handle_request(request)
+        try:
+            location = response.headers.get("location", "").strip()
+            if response.status_code in _REDIRECTS and location:
+                try:
+                    return str(hop.url.join(location))
+                except httpx.InvalidURL:
+                    pass  # no usable target: the redirect page is the answer
+            content_type = response.headers.get("content-type", "").strip()
+            media_type = content_type.split(";", 1)[0].strip().lower()
+            if media_type and media_type not in ACCEPTED_TYPES:
+                raise UnsupportedContent(media_type)
+            body, truncated = self._body(response, media_type)
+            if not media_type:
+                media_type = _sniff(body)
+            warnings = []
+            if truncated:
+                cap = self.settings.max_bytes
+                warnings.append(f"truncated: the page passed max_bytes ({cap} bytes)")
+            return Page(
+                url=str(hop.url),
+                final_url=str(hop.url),
+                status=response.status_code,
+                content_type=content_type or media_type,
+                media_type=media_type,
+                body=body,
+                truncated=truncated,
+                warnings=warnings,
+                fetch_ms=round((time.monotonic() - started) * 1000),
+            )
+        finally:
+            response.close()
+
+    def _body(self, response: httpx.Response, media_type: str) -> tuple[bytes, bool]:
+        """Read the decoded body up to `max_bytes`; True when it was cut there."""
+        cap = self.settings.max_bytes
+        decoder = _decoder(response.headers.get("content-encoding", ""))
+        parts: list[bytes] = []
+        size = 0
+        with _failures(reading=True):
+            for chunk in _raw(response):
+                data = decoder(chunk, cap - size + 1)
+                if not media_type and not size and data and _sniff(data) is None:
+                    raise UnsupportedContent("application/octet-stream")
+                parts.append(data)
+                size += len(data)
+                if size > cap:
+                    return b"".join(parts)[:cap], True
+        return b"".join(parts), False
+
+    def _transport(self, hop: Hop) -> httpx.HTTPTransport:
+        key = (hop.url.scheme, hop.url.raw_host, hop.url.port, hop.addresses)
+        with self._lock:
+            transport = self._transports.get(key)
+            if transport is not None:
+                self._transports.move_to_end(key)
+                return transport
+            transport = pinned_transport(
+                hop.url, hop.addresses, ssl_context=self._ssl_context, connect=self._connect
+            )
+            self._transports[key] = transport
+            dropped = (
+                self._transports.popitem(last=False)[1]
+                if len(self._transports) > _KEPT_TRANSPORTS
+                else None
+            )
+        if dropped is not None:
+            dropped.close()
+        return transport
+
+
+def _raw(response: httpx.Response) -> Iterator[bytes]:
+    """Yield the body as it arrives on the wire (still compressed)."""
+    stream = response.stream
+    assert isinstance(stream, httpx.SyncByteStream)
+    yield from stream
+
+
+Decoder = Callable[[bytes, int], bytes]
+
+
+def _decoder(encoding: str) -> Decoder:
+    """Return a bounded decoder for a `Content-Encoding` (`gzip`, `deflate` or none)."""
+    coding = encoding.strip().lower()
+    if coding in ("", "identity"):
+        return lambda data, room: data
+    if coding in ("gzip", "x-gzip"):
+        return _Inflate(zlib.MAX_WBITS | 16)
+    if coding == "deflate":
+        return _Inflate(None)
+    raise FetchFailed("encoding", f"fetch failed: encoding ({coding} is not supported)")
+
+
+class _Inflate:
+    """Inflate a stream, never producing more than the room left under the byte cap."""
+
+    def __init__(self, wbits: int | None) -> None:
+        self._wbits = wbits
+        self._inflater: zlib._Decompress | None = None
+
+    def __call__(self, data: bytes, room: int) -> bytes:
+        if self._inflater is None:
+            wbits = self._wbits
+            if wbits is None:  # "deflate" is zlib-wrapped by the RFC, raw by some servers
+                wbits = zlib.MAX_WBITS if len(data) > 1 and _zlib_header(data) else -zlib.MAX_WBITS
+            self._inflater = zlib.decompressobj(wbits)
+        try:
+            return self._inflater.decompress(data, max(room, 1))
+        except zlib.error:
+            raise FetchFailed("encoding", "fetch failed: encoding (a corrupt body)") from None
+
+
+def _zlib_header(data: bytes) -> bool:
+    return data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+
+
+def _sniff(head: bytes) -> str | None:
+    """Guess a media type from the first bytes of a body sent without one."""
+    start = head[:1024].lstrip().lower()
+    if start.startswith((b"<!doctype html", b"<html", b"<head", b"<body", b"<!--")):
+        return "text/html"
+    if b"\0" in start:
+        return None
+    return "text/plain"
+
+
+class _failures:  # noqa: N801 - used as a statement: `with _failures():`
+    """Translate httpx's exceptions into `FetchFailed` kinds, as one boundary."""
+
+    def __init__(self, *, reading: bool = False) -> None:
+        self.reading = reading
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc is None or not isinstance(exc, httpx.TransportError):
+            return
+        if isinstance(exc, httpx.TimeoutException):
+            raise FetchFailed("deadline", "fetch failed: deadline") from None
+        if isinstance(exc, httpx.ConnectError):
+            if _caused_by(exc, ssl.SSLError):
+                raise FetchFailed("tls") from None
+            raise FetchFailed("connect") from None
+        if isinstance(exc, httpx.RemoteProtocolError):
+            raise FetchFailed("cut" if self.reading else "protocol") from None
+        raise FetchFailed("reset") from None
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Tell whether `kind` is anywhere in an exception's chain of causes."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _loggable_host(url: str) -> str:
+    """Return a URL's host for the log line (never its path or query), or "-"."""
+    try:
+        host = (urlsplit(url.strip()).hostname or "").lower()
+    except ValueError:
+        return "-"
+    return host if _HOST_TEXT.fullmatch(host) else "-"

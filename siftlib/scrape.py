@@ -1,0 +1,177 @@
+"""The fetch routes' wire shapes, as pure functions: `POST /v1/fetch` and `POST /v2/scrape`.
+
+    request = firecrawl_request(body, caller="agent")      # or raises QueryError
+    status, payload = 200, firecrawl_answer(result, request)
+    status, payload = failure(exc, firecrawl=True)         # any fetch error → its answer
+
+No socket and no server here: the gateway decodes the JSON body, calls these, and writes.
+
+Decisions the spec leaves open:
+- Error codes are the spec's labels, word for word: `invalid url`, `blocked`,
+  `unsupported option`, `deadline`, `unsupported content type`, `fetch failed`; the error
+  sentence starts with its label (`blocked: 127.0.0.1 is a loopback address`,
+  `fetch failed: dns`). A field of the wrong type is `invalid request`.
+- `/v2/scrape` accepts and ignores what Firecrawl's SDK sends by default (`origin`,
+  `onlyMainContent`'s companions, `waitFor`, `headers` — never forwarded —, `maxAge`,
+  `storeInCache`, `includeTags`, `excludeTags`, `parsers`, …); `timeout` is milliseconds.
+  Formats other than `markdown`, `html`, `rawHtml`, `links` and the options
+  `actions`, `location` (non-empty) or a `proxy` other than `basic` are refused by name.
+- Nothing is cached: `cacheState` is always `miss`. `scrapeId` is a fresh UUID4.
+- `data` carries only the asked formats (markdown when none is asked); the metadata always.
+  Warnings (truncation) join into the top-level `warning` string, absent when there is none.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from siftlib.errors import Blocked, FetchFailed, QueryError, UnsupportedContent
+from siftlib.fetch import FetchRequest, FetchResult
+
+__all__ = ["ScrapeRequest", "failure", "firecrawl_answer", "firecrawl_request", "native_request"]
+
+NATIVE_FORMATS = ("markdown", "text", "html", "links")
+FIRECRAWL_FORMATS = {
+    "markdown": "markdown",
+    "html": "html",
+    "rawHtml": "raw_html",
+    "links": "links",
+}
+
+
+class UnsupportedOption(QueryError):
+    """The request asks for a Firecrawl feature sift does not offer."""
+
+
+@dataclass(frozen=True)
+class ScrapeRequest:
+    """A `/v2/scrape` call: the fetch to make and the formats to answer with."""
+
+    fetch: FetchRequest
+    formats: tuple[str, ...]
+
+
+def native_request(body: Mapping[str, Any], *, caller: str) -> FetchRequest:
+    """Decode a `/v1/fetch` body into a `FetchRequest`, or raise `QueryError`."""
+    fmt = body.get("format", "markdown")
+    if fmt not in NATIVE_FORMATS:
+        raise QueryError(f"invalid request: format must be one of {', '.join(NATIVE_FORMATS)}")
+    main = _optional(body, "main_content", bool, True)
+    return FetchRequest(
+        url=_url(body),
+        format=fmt,
+        main_content=main,
+        max_chars=_positive(body, "max_chars"),
+        caller=caller,
+    )
+
+
+def firecrawl_request(body: Mapping[str, Any], *, caller: str) -> ScrapeRequest:
+    """Decode a `/v2/scrape` body into a `ScrapeRequest`, or raise `QueryError`."""
+    formats = body.get("formats")
+    if formats is None:
+        formats = ["markdown"]
+    if not isinstance(formats, list):
+        raise QueryError("invalid request: formats must be a list")
+    names: list[str] = []
+    for item in formats:
+        name = item.get("type") if isinstance(item, dict) else item
+        if not isinstance(name, str):
+            raise QueryError('invalid request: each format is a string or {"type": …}')
+        if name not in FIRECRAWL_FORMATS:
+            raise UnsupportedOption(f"unsupported option: {name}")
+        names.append(name)
+    for option in ("actions", "location"):
+        if body.get(option):
+            raise UnsupportedOption(f"unsupported option: {option}")
+    proxy = body.get("proxy")
+    if proxy not in (None, "basic"):
+        raise UnsupportedOption("unsupported option: proxy")
+    timeout_ms = _positive(body, "timeout")
+    main = _optional(body, "onlyMainContent", bool, True)
+    names = list(dict.fromkeys(names or ["markdown"]))
+    request = FetchRequest(
+        url=_url(body),
+        format=FIRECRAWL_FORMATS[names[0]],
+        also=tuple(FIRECRAWL_FORMATS[name] for name in names[1:]),
+        main_content=main,
+        timeout=timeout_ms / 1000 if timeout_ms else None,
+        caller=caller,
+    )
+    return ScrapeRequest(request, tuple(names))
+
+
+def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, Any]:
+    """Return Firecrawl's scrape answer for a fetched page (fetch.md §4.2)."""
+    contents = {request.fetch.format: result.content, **result.also}
+    data: dict[str, Any] = {}
+    for name in request.formats:
+        if name == "links":
+            data["links"] = list(result.links)
+        else:
+            data[name] = contents[FIRECRAWL_FORMATS[name]]
+    data["metadata"] = {
+        "title": result.title,
+        "description": result.description,
+        "language": result.language,
+        "sourceURL": result.url,
+        "url": result.final_url,
+        "statusCode": result.status,
+        "contentType": result.content_type,
+        "proxyUsed": "basic",
+        "cacheState": "miss",
+        "scrapeId": str(uuid.uuid4()),
+    }
+    answer: dict[str, Any] = {"success": True, "data": data}
+    if result.warnings:
+        answer["warning"] = "; ".join(result.warnings)
+    return answer
+
+
+def failure(exc: Exception, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
+    """Return the status and body answering a fetch that ended in `exc`."""
+    if isinstance(exc, UnsupportedContent):
+        status, code, error = 415, "unsupported content type", str(exc)
+    elif isinstance(exc, Blocked):
+        status, code, error = 400, "blocked", str(exc)
+    elif isinstance(exc, UnsupportedOption):
+        status, code, error = 400, "unsupported option", str(exc)
+    elif isinstance(exc, QueryError):
+        text = str(exc)
+        status, code, error = 400, text.split(":", 1)[0], text
+    elif isinstance(exc, FetchFailed) and exc.kind == "deadline":
+        status, code, error = 408, "deadline", "fetch failed: deadline"
+    elif isinstance(exc, FetchFailed):
+        status, code, error = 500, "fetch failed", f"fetch failed: {exc.kind}"
+    else:
+        raise exc
+    payload: dict[str, Any] = {"error": error, "code": code}
+    return status, ({"success": False, **payload} if firecrawl else payload)
+
+
+def _url(body: Mapping[str, Any]) -> str:
+    url = body.get("url")
+    if not isinstance(url, str) or not url.strip():
+        raise QueryError("invalid url: url must be a non-empty string")
+    return url.strip()
+
+
+def _optional(body: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        raise QueryError(f"invalid request: {key} must be {kind.__name__}")
+    return value
+
+
+def _positive(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise QueryError(f"invalid request: {key} must be a positive integer")
+    return value

@@ -1,0 +1,140 @@
+"""`sift fetch` in-process: output and exit codes 0/1/2/4/5 (fetch.md §1)."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+from fetchkit import Listener, PageServer, page
+
+from siftlib.cli import main
+
+ARTICLE = (
+    b"<html lang='en'><head><title>Reading</title></head><body><nav><a href='/'>Home</a></nav>"
+    b"<article><h1>Reading pages</h1><p>One page, read as markdown, with a "
+    b"<a href='/next'>link</a> that stays absolute for the agent reading it.</p></article>"
+    b"<footer>Footer words</footer></body></html>"
+)
+
+
+def config(tmp_path: Path, *allow: str, extra: str = "") -> str:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[fetch]\nallow = {json.dumps(list(allow))}\ntimeout = "5s"\n{extra}')
+    return str(path)
+
+
+def free_port() -> int:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = int(probe.getsockname()[1])
+    probe.close()
+    return port
+
+
+def test_prints_the_main_content_as_markdown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with PageServer({"/a": page(ARTICLE)}) as site:
+        code = main(["fetch", site.url + "/a", "--config", config(tmp_path, site.allow)])
+        out, err = capsys.readouterr()
+    assert code == 0
+    assert out.startswith("# Reading pages\n\nOne page, read as markdown, with a ")
+    assert f"[link]({site.url}/next)" in out
+    assert "Footer words" not in out and "Home" not in out
+    assert err == ""
+
+
+def test_full_text_json_and_max_chars(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with PageServer({"/a": page(ARTICLE)}) as site:
+        path = config(tmp_path, site.allow)
+        assert main(["fetch", site.url + "/a", "--full", "--format", "text", "--config", path]) == 0
+        full = capsys.readouterr().out
+        assert (
+            main(["fetch", site.url + "/a", "--json", "--max-chars", "10", "--config", path]) == 0
+        )
+        envelope = json.loads(capsys.readouterr().out)
+        assert main(["fetch", site.url + "/a", "--format", "links", "--config", path]) == 0
+        links = capsys.readouterr().out
+    assert "Footer words" in full and "Home" in full and "](" not in full
+    assert envelope["content"] == "# Reading "
+    assert envelope["truncated"] is True
+    assert envelope["url"] == envelope["final_url"] == site.url + "/a"
+    assert envelope["status"] == 200 and envelope["content_type"] == "text/html"
+    assert envelope["title"] == "Reading" and envelope["language"] == "en"
+    assert set(envelope["timings"]) == {"fetch_ms", "convert_ms"}
+    assert links == f"{site.url}/\n{site.url}/next\n"
+
+
+def test_a_404_page_is_printed_with_its_status_on_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with PageServer({}) as site:
+        code = main(["fetch", site.url + "/missing", "--config", config(tmp_path, site.allow)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert "not found" in out
+    assert err == "sift fetch: the page answered 404\n"
+
+
+def test_exit_4_when_the_guard_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with Listener() as idle:
+        code = main(["fetch", f"http://127.0.0.1:{idle.port}/", "--config", config(tmp_path)])
+    assert code == 4
+    assert capsys.readouterr().err == "sift fetch: blocked: 127.0.0.1 is a loopback address\n"
+    assert idle.connections == 0
+
+
+def test_exit_4_for_an_unsupported_content_type(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with PageServer({"/f.pdf": page(b"%PDF-1.7", content_type="application/pdf")}) as site:
+        code = main(["fetch", site.url + "/f.pdf", "--config", config(tmp_path, site.allow)])
+    assert code == 4
+    assert capsys.readouterr().err == "sift fetch: unsupported content type: application/pdf\n"
+
+
+def test_exit_1_when_the_fetch_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()
+    code = main(
+        ["fetch", f"http://127.0.0.1:{port}/", "--config", config(tmp_path, f"127.0.0.1:{port}")]
+    )
+    assert code == 1
+    assert capsys.readouterr().err == "sift fetch: fetch failed: connect\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["fetch", "not-a-url"], "invalid url"),
+        (["fetch", "https://example.org/", "--max-chars", "0"], "--max-chars"),
+    ],
+)
+def test_exit_2_for_usage_errors(
+    tmp_path: Path, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "--config", config(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_exit_2_for_a_bad_fetch_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = config(tmp_path, extra='max_bytes = "lots"\n')
+    assert main(["fetch", "https://example.org/", "--config", path]) == 2
+    err = capsys.readouterr().err
+    assert "fetch.max_bytes" in err and str(tmp_path) in err
+
+
+def test_exit_2_when_fetch_is_disabled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = config(tmp_path, extra="enabled = false\n")
+    assert main(["fetch", "https://example.org/", "--config", path]) == 2
+    assert "fetch.enabled" in capsys.readouterr().err
+
+
+def test_exit_5_when_the_server_is_unreachable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    port = free_port()
+    code = main(["fetch", "https://example.org/", "--server", f"http://127.0.0.1:{port}"])
+    assert code == 5
+    assert "unreachable" in capsys.readouterr().err

@@ -1,0 +1,235 @@
+"""Turning pages into markdown (fetch.md §5), on the labelled pages of testdata/fetch."""
+
+from __future__ import annotations
+
+import pytest
+from fetchkit import TESTDATA_FETCH, labelled_pages, shingle_f1
+
+from siftlib.convert import Document, convert, decode
+
+BASE = "https://news.example/2026/03/tram"
+PAGES = labelled_pages()
+
+
+def html(
+    body: bytes | str, *, format: str = "markdown", main: bool = True, url: str = BASE
+) -> Document:
+    data = body.encode() if isinstance(body, str) else body
+    return convert(
+        data,
+        content_type="text/html",
+        media_type="text/html",
+        url=url,
+        format=format,
+        main_content=main,
+    )
+
+
+def page(name: str) -> bytes:
+    return (TESTDATA_FETCH / f"{name}.html").read_bytes()
+
+
+def test_every_labelled_page_has_its_expected_text() -> None:
+    assert {name for name, _, _ in PAGES} >= {
+        "news-article",
+        "docs-page",
+        "forum-thread",
+        "cookie-banner-blog",
+        "non-utf8-page",
+    }
+
+
+@pytest.mark.parametrize(("name", "body", "expected"), PAGES, ids=[p[0] for p in PAGES])
+def test_main_content_matches_the_labelled_article(name: str, body: bytes, expected: str) -> None:
+    assert shingle_f1(expected, html(body, format="text").content) >= 0.9
+
+
+@pytest.mark.parametrize(("name", "body", "expected"), PAGES, ids=[p[0] for p in PAGES])
+def test_the_whole_page_scores_lower_than_its_main_content(
+    name: str, body: bytes, expected: str
+) -> None:
+    main = shingle_f1(expected, html(body, format="text").content)
+    full = shingle_f1(expected, html(body, format="text", main=False).content)
+    assert full < main
+
+
+@pytest.mark.parametrize(
+    ("name", "boilerplate"),
+    [
+        (
+            "news-article",
+            [
+                "Most read",
+                "Share this article",
+                "About time!",
+                "All rights reserved",
+                "Skip to content",
+                "morning briefing",
+            ],
+        ),
+        (
+            "cookie-banner-blog",
+            ["Cookies", "Alle akzeptieren", "Teilen", "Newsletter", "Impressum", "Kommentare"],
+        ),
+        ("docs-page", ["Search docs", "Installation", "Built with", "Previous"]),
+        ("forum-thread", ["Log in", "Powered by Discourse", "Reply"]),
+    ],
+)
+def test_main_content_drops_navigation_banners_share_bars_and_comments(
+    name: str, boilerplate: list[str]
+) -> None:
+    content = html(page(name)).content
+    assert [phrase for phrase in boilerplate if phrase in content] == []
+
+
+def test_the_whole_page_keeps_what_main_content_drops() -> None:
+    content = html(page("news-article"), main=False).content
+    assert "Most read" in content and "About time!" in content
+    assert "gtag" not in content and "min-height" not in content  # scripts and styles
+    assert "pixel.example-tracker.com" not in content
+    assert "Sign up" not in content  # form controls
+
+
+def test_markdown_keeps_structure_with_absolute_links() -> None:
+    content = html(page("news-article")).content
+    assert content.startswith("# City council approves new tram line after decade of debate\n")
+    assert "\n## Why now?\n" in content
+    assert "\n- Harbour Square\n- Old Customs House\n" in content
+    assert "> The tram will carry as many people" in content
+    assert "[city's website](https://news.example/documents/tram-plan.pdf)" in content
+
+
+def test_docs_page_keeps_code_with_its_language_inline_code_and_the_table() -> None:
+    content = html(page("docs-page")).content
+    assert "```python\nfrom pondlib import Client, Limits\n" in content
+    assert "Every `Client` owns one connection pool." in content
+    assert "| Setting | Default | Meaning |\n|---|---|---|\n| max_connections | 100 |" in content
+    assert "¶" not in content
+
+
+def test_forum_thread_keeps_every_post_and_the_code_language() -> None:
+    content = html(page("forum-thread")).content
+    for words in ("Is this normal", "Some process probably", "That was it."):
+        assert words in content
+    assert "```sql\nPRAGMA wal_checkpoint(TRUNCATE);\n```" in content
+
+
+def test_a_windows_1252_page_declared_in_http_equiv_is_decoded() -> None:
+    document = html(page("non-utf8-page"))
+    assert "Les marchés de Noël en Alsace" in document.content
+    assert document.title == "Les marchés de Noël en Alsace – Voyages d’hiver"
+    assert document.language == "fr"
+    assert "\ufffd" not in document.content
+
+
+@pytest.mark.parametrize(
+    ("name", "title", "description", "language"),
+    [
+        (
+            "news-article",
+            "City council approves new tram line after decade of debate | The Riverside Courier",
+            "The 14-kilometre line will link the harbour district with the university campus"
+            " by 2030.",
+            "en-GB",
+        ),
+        (
+            "cookie-banner-blog",
+            "Sauerteig ohne Stress: mein Wochenplan – Brot & Zeit",
+            "Wie ich mit zehn Minuten am Tag jede Woche zwei Brote backe.",
+            "de",
+        ),
+        (
+            "docs-page",
+            "Configuring connection pools — Pondlib 3.2 documentation",
+            "How to size and tune Pondlib's connection pools.",
+            "en",
+        ),
+    ],
+)
+def test_metadata(name: str, title: str, description: str, language: str) -> None:
+    document = html(page(name))
+    assert (document.title, document.description, document.language) == (
+        title,
+        description,
+        language,
+    )
+
+
+def test_links_are_absolute_deduplicated_and_web_only() -> None:
+    document = html(
+        "<html><head><base href='https://cdn.example/root/'></head><body>"
+        "<a href='a'>1</a><a href='/b'>2</a><a href='a'>again</a><a href='https://x.example/c'>3</a>"
+        "<a href='mailto:me@example.org'>mail</a><a href='javascript:void(0)'>js</a>"
+        "<a href='#top'>top</a>"
+        "</body></html>",
+        format="links",
+    )
+    assert document.links == [
+        "https://cdn.example/root/a",
+        "https://cdn.example/b",
+        "https://x.example/c",
+    ]
+    assert document.content == "\n".join(document.links)
+
+
+def test_hidden_elements_base64_images_and_pixels_are_dropped() -> None:
+    document = html(
+        "<body><article><p>Visible words stay in the page for the reader to see.</p>"
+        "<p hidden>hidden one</p><p aria-hidden='true'>hidden two</p>"
+        "<p style='display: none'>hidden three</p>"
+        "<img src='data:image/png;base64,AAAA' alt='inline'>"
+        "<img src='/t.gif' width='1' height='1' alt='pixel'>"
+        "<img src='/photo.jpg' alt='A photo'><template><p>template</p></template>"
+        "<noscript>enable js</noscript></article></body>",
+        main=False,
+    )
+    assert "Visible words stay" in document.content
+    assert "hidden" not in document.content and "template" not in document.content
+    assert "inline" not in document.content and "pixel" not in document.content
+    assert "enable js" not in document.content
+    assert "![A photo](https://news.example/photo.jpg)" in document.content
+
+
+def test_cleaned_html_format_has_no_scripts() -> None:
+    content = html(page("news-article"), format="html").content
+    assert content.startswith("<") and "<h1>" in content
+    assert "<script" not in content and "Most read" not in content
+
+
+def test_text_format_has_no_markdown_syntax() -> None:
+    content = html(page("news-article"), format="text").content
+    assert "](" not in content and "#" not in content and "**" not in content
+
+
+def test_other_types_pass_through_and_json_is_fenced() -> None:
+    def other(body: bytes, media_type: str, format: str = "markdown") -> str:
+        return convert(
+            body, content_type=media_type, media_type=media_type, url=BASE, format=format
+        ).content
+
+    assert other(b"# Already markdown\n", "text/markdown") == "# Already markdown\n"
+    assert other(b"plain words", "text/plain") == "plain words"
+    assert other(b'{"k": [1, 2]}', "application/json") == '```json\n{"k": [1, 2]}\n```'
+    assert other(b'{"k": 1}', "application/json", "text") == '{"k": 1}'
+
+
+@pytest.mark.parametrize(
+    "body", [b"", b"   ", b"\x00\x01\x02", b"<", b"<html><body></body></html>", b"\xff\xfe\xfa"]
+)
+def test_broken_or_empty_pages_convert_without_an_exception(body: bytes) -> None:
+    document = html(body)
+    assert isinstance(document.content, str)
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "expected"),
+    [
+        ("é".encode(), "", "é"),
+        ("é".encode("cp1252"), "", "é"),
+        (b"\x81", "", "\ufffd"),
+        ("é".encode("cp1252"), "text/html; charset=latin1", "é"),
+        ("é".encode("utf-16-le"), "text/html; charset=utf-16le", "é"),
+    ],
+)
+def test_decode_never_raises(body: bytes, content_type: str, expected: str) -> None:
+    assert decode(body, content_type) == expected

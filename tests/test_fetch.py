@@ -1,0 +1,265 @@
+"""The guarded fetch (fetch.md §2, §5): deadline, byte cap, content types, charsets, redirects."""
+
+from __future__ import annotations
+
+import gzip
+import socket
+import threading
+import time
+import zlib
+
+import pytest
+from fetchkit import PageServer, drip, hang, page
+
+from siftlib.config import FetchConfig
+from siftlib.errors import Blocked, FetchFailed, UnsupportedContent
+from siftlib.fetch import Fetcher, FetchRequest, HostSlots
+from siftlib.metrics import Metrics
+
+ARTICLE = (
+    "<html lang='en'><head><title>Café</title></head>"
+    "<body><p>Crème brûlée für alle.</p></body></html>"
+)
+
+
+def fetcher(*allow: str, **options: object) -> Fetcher:
+    return Fetcher(FetchConfig(allow=allow, **options), metrics=Metrics())  # type: ignore[arg-type]
+
+
+def fetch_one(route_or_routes: object, path: str = "/", **options: object) -> object:
+    routes = route_or_routes if isinstance(route_or_routes, dict) else {"/": route_or_routes}
+    with PageServer(routes) as site, fetcher(site.allow, **options) as fetch:  # type: ignore[arg-type]
+        return fetch.fetch(FetchRequest(url=site.url + path, format="text", main_content=False))
+
+
+def test_a_404_page_is_returned_as_a_page() -> None:
+    body = (
+        b"<html><head><title>Not here</title></head><body><p>No such page, sorry.</p></body></html>"
+    )
+    result = fetch_one(page(body, status=404))
+    assert result.status == 404
+    assert result.title == "Not here"
+    assert "No such page" in result.content
+
+
+def test_the_byte_cap_truncates_with_a_warning() -> None:
+    body = b"<p>" + b"word " * 50_000 + b"</p>"
+    result = fetch_one(page(body), max_bytes=4096)
+    assert result.truncated
+    assert result.bytes == 4096
+    assert any("max_bytes" in warning for warning in result.warnings)
+
+
+def test_a_decompression_bomb_stops_at_the_cap() -> None:
+    bomb = gzip.compress(b"\0" * (64 * 1024 * 1024), compresslevel=9)
+    assert len(bomb) < 100_000
+    route = page(bomb, content_type="text/plain", headers={"Content-Encoding": "gzip"})
+    result = fetch_one(route, max_bytes=1024 * 1024)
+    assert result.truncated
+    assert result.bytes == 1024 * 1024
+
+
+@pytest.mark.parametrize("wrap", [zlib.compress, lambda data: zlib.compress(data)[2:-4]])
+def test_deflate_bodies_zlib_wrapped_or_raw_are_decoded(wrap: object) -> None:
+    route = page(wrap(ARTICLE.encode()), headers={"Content-Encoding": "deflate"})  # type: ignore[operator]
+    assert "Crème brûlée" in fetch_one(route).content
+
+
+def test_a_corrupt_gzip_body_is_an_encoding_failure() -> None:
+    route = page(b"\x1f\x8b\x08\x00garbage-garbage", headers={"Content-Encoding": "gzip"})
+    with pytest.raises(FetchFailed) as caught:
+        fetch_one(route)
+    assert caught.value.kind == "encoding"
+
+
+def test_a_dripping_server_is_cut_at_the_deadline() -> None:
+    started = time.monotonic()
+    with pytest.raises(FetchFailed) as caught:
+        fetch_one(drip(0.2), timeout=1.0)
+    assert caught.value.kind == "deadline"
+    assert time.monotonic() - started < 10  # cut, not read to its end (2000 s)
+
+
+def test_a_hung_server_is_cut_at_the_deadline() -> None:
+    with pytest.raises(FetchFailed) as caught:
+        fetch_one(hang(5), timeout=0.5)
+    assert caught.value.kind == "deadline"
+
+
+def test_a_request_timeout_shorter_than_the_config_wins() -> None:
+    with (
+        PageServer({"/": hang(5)}) as site,
+        fetcher(site.allow, timeout=30.0) as fetch,
+        pytest.raises(FetchFailed) as caught,
+    ):
+        fetch.fetch(FetchRequest(url=site.url + "/", timeout=0.3))
+    assert caught.value.kind == "deadline"
+
+
+def test_a_refused_connection_is_a_connect_failure() -> None:
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there now
+    with fetcher(f"127.0.0.1:{port}") as fetch, pytest.raises(FetchFailed) as caught:
+        fetch.fetch(FetchRequest(url=f"http://127.0.0.1:{port}/"))
+    assert caught.value.kind == "connect"
+    assert str(caught.value) == "fetch failed: connect"
+
+
+def test_a_server_that_closes_mid_body_is_a_cut_body() -> None:
+    def cut(handler: object) -> None:
+        handler.wfile.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1000\r\n\r\nshort"
+        )  # type: ignore[attr-defined]
+        handler.close_connection = True  # type: ignore[attr-defined]
+
+    with pytest.raises(FetchFailed) as caught:
+        fetch_one(cut)
+    assert caught.value.kind == "cut"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/pdf",
+        "image/png",
+        "application/zip",
+        "application/octet-stream",
+        "video/mp4",
+        "text/css",
+    ],
+)
+def test_unsupported_content_types_are_refused_after_the_head(content_type: str) -> None:
+    sent = threading.Event()
+
+    def big(handler: object) -> None:
+        head = (
+            f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: 50000000\r\n\r\n"
+        )
+        handler.wfile.write(head.encode())  # type: ignore[attr-defined]
+        try:
+            for _ in range(200):
+                handler.wfile.write(b"\0" * 65536)  # type: ignore[attr-defined]
+        except OSError:
+            sent.set()  # the reader hung up early
+
+    with pytest.raises(UnsupportedContent) as caught:
+        fetch_one(big)
+    assert caught.value.media_type == content_type
+    assert str(caught.value) == f"unsupported content type: {content_type}"
+    assert sent.wait(5)
+
+
+def test_a_body_without_content_type_is_sniffed() -> None:
+    assert fetch_one(page(ARTICLE.encode(), content_type=None)).media_type == "text/html"
+    with pytest.raises(UnsupportedContent):
+        fetch_one(page(b"\x89PNG\r\n\x1a\n\0\0\0", content_type=None))
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "expected"),
+    [
+        (ARTICLE.encode("utf-8"), "text/html; charset=utf-8", "Crème brûlée für alle."),
+        (ARTICLE.encode("cp1252"), "text/html; charset=windows-1252", "Crème brûlée für alle."),
+        (ARTICLE.encode("cp1252"), "text/html; charset=iso-8859-1", "Crème brûlée für alle."),
+        (ARTICLE.encode("cp1252"), "text/html", "Crème brûlée für alle."),
+        (ARTICLE.encode("cp1252"), "text/html; charset=no-such-charset", "Crème brûlée für alle."),
+        (ARTICLE.encode("cp1252"), "text/html; charset=utf-8", "Cr�me br�l�e f�r alle."),
+        (ARTICLE.encode("utf-8"), "text/html; charset=base64", "Crème brûlée für alle."),
+        (
+            ARTICLE.replace("<head>", "<head><meta charset='koi8-r'>").encode("koi8-r", "replace"),
+            "text/html",
+            "Cr?me br?l?e f?r alle.",
+        ),
+        (
+            "<html><head><meta http-equiv='Content-Type' content='text/html; charset=Shift_JIS'>"
+            "</head><body><p>日本語のページ</p></body></html>".encode("shift_jis"),
+            "text/html",
+            "日本語のページ",
+        ),
+        (
+            b"\xef\xbb\xbf" + ARTICLE.encode("utf-8"),
+            "text/html; charset=cp1252",
+            "Crème brûlée für alle.",
+        ),
+    ],
+)
+def test_charsets_are_detected_without_a_traceback(
+    body: bytes, content_type: str, expected: str
+) -> None:
+    result = fetch_one(page(body, content_type=content_type))
+    assert result.content.strip() == expected
+
+
+def test_plain_markdown_and_json_pass_through() -> None:
+    routes = {
+        "/t": page(b"just text\n", content_type="text/plain"),
+        "/m": page(b"# Title\n\nbody\n", content_type="text/markdown; charset=utf-8"),
+        "/j": page(b'{"a": 1}', content_type="application/json"),
+    }
+    with PageServer(routes) as site, fetcher(site.allow) as fetch:
+        text = fetch.fetch(FetchRequest(url=site.url + "/t"))
+        markdown = fetch.fetch(FetchRequest(url=site.url + "/m"))
+        data = fetch.fetch(FetchRequest(url=site.url + "/j"))
+    assert text.content == "just text\n"
+    assert markdown.content == "# Title\n\nbody\n"
+    assert data.content == '```json\n{"a": 1}\n```'
+
+
+def test_max_chars_truncates_the_content_with_a_warning() -> None:
+    body = ("<p>" + "lorem ipsum " * 1000 + "</p>").encode()
+    with PageServer({"/": page(body)}) as site, fetcher(site.allow, max_chars=500) as fetch:
+        capped = fetch.fetch(FetchRequest(url=site.url + "/"))
+        smaller = fetch.fetch(FetchRequest(url=site.url + "/", max_chars=100))
+        larger = fetch.fetch(FetchRequest(url=site.url + "/", max_chars=10_000))
+    assert len(capped.content) == 500 and capped.truncated
+    assert len(smaller.content) == 100
+    assert len(larger.content) == 500
+    assert any("max_chars" in warning for warning in capped.warnings)
+
+
+def test_connections_are_kept_alive_between_fetches() -> None:
+    with PageServer({"/": page(ARTICLE.encode())}) as site, fetcher(site.allow) as fetch:
+        for _ in range(3):
+            fetch.fetch(FetchRequest(url=site.url + "/"))
+    assert len(site.peers) == 3
+    assert len(set(site.peers)) == 1
+
+
+def test_per_host_slots_bound_concurrency_within_the_deadline() -> None:
+    slots = HostSlots(2)
+    deadline = time.monotonic() + 0.2
+    assert slots.acquire("a.example", deadline)
+    assert slots.acquire("a.example", deadline)
+    assert slots.acquire("b.example", deadline)
+    assert not slots.acquire("a.example", deadline)
+    slots.release("a.example")
+    assert slots.acquire("a.example", time.monotonic() + 1)
+
+
+def test_metrics_and_log_line_carry_no_path_or_query(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="sift")
+    with (
+        PageServer({"/secret/path": page(ARTICLE.encode())}) as site,
+        Fetcher(FetchConfig(allow=(site.allow,)), metrics=Metrics(), restricted=["vip"]) as fetch,
+    ):
+        fetch.fetch(FetchRequest(url=site.url + "/secret/path?token=abc", caller="ops"))
+        fetch.fetch(FetchRequest(url=site.url + "/secret/path?token=abc", caller="vip"))
+        with pytest.raises(Blocked):
+            fetch.fetch(FetchRequest(url="http://127.0.0.1:9999/", caller="ops"))
+        snapshot = fetch.metrics.snapshot()  # type: ignore[union-attr]
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("fetch ")]
+    ms = lines[0].split("ms=")[1].split()[0]
+    size = len(ARTICLE.encode())
+    assert lines[0] == f"fetch caller=ops host=127.0.0.1 status=200 bytes={size} ms={ms} cache=miss"
+    assert "host=-" in lines[1]
+    assert "status=blocked" in lines[2]
+    assert all("secret" not in line and "token" not in line for line in lines)
+    assert snapshot["fetch_requests"] == {
+        "caller=ops,outcome=blocked": 1,
+        "caller=ops,outcome=ok": 1,
+        "caller=vip,outcome=ok": 1,
+    }
+    assert snapshot["fetch_blocked"] == {"rule=loopback": 1}
+    assert snapshot["fetch_bytes"] == 2 * len(ARTICLE.encode())
