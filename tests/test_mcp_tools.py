@@ -203,6 +203,25 @@ def test_no_fitting_skill_is_selection_none(box: Toolbox) -> None:
     assert result.text == "No matching skills found."
 
 
+def test_local_mode_from_the_config(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('[skill_search]\nmode = "local"\n')
+    toolbox = open_toolbox(tmp_path, config=config)
+    try:
+        found = run(toolbox, "skill_search", {"query": "fill in a pdf form", "limit": 2})
+        none = run(toolbox, "skill_search", {"query": "qqqzzz"})
+    finally:
+        toolbox.close()
+    assert found.structured is not None
+    assert found.structured["mode"] == "local" and found.structured["selection"] == "matches"
+    hits = found.structured["results"]
+    assert hits and hits[0]["name"] == "pdf-forms"
+    assert all(isinstance(hit["score"], float) and hit["score"] > 0 for hit in hits)
+    assert [hit["score"] for hit in hits] == sorted((hit["score"] for hit in hits), reverse=True)
+    assert none.structured is not None
+    assert (none.structured["mode"], none.structured["selection"]) == ("local", "none")
+
+
 def test_a_query_without_terms_is_a_tool_error(box: Toolbox) -> None:
     result = run(box, "skill_search", {"query": "?!"})
     assert result.is_error is True and "no search terms" in result.text

@@ -19,10 +19,11 @@ httpx.
 
 Decisions where mcp.md is silent:
 - `web_search.query` in the output is the caller's text; `position` is 1-based after fusion.
-- `skill_search.mode` is `reranked` when reranking is opted in with a key, else `keyword`;
-  `selection` is `none` when no skill fits (nothing matched, or the reranker decided none
-  does), else `matches`; `score` is the skill's keyword score, while the order is the
-  reranker's when it decided.
+- `skill_search.mode` is `reranked` when reranking is opted in with a key, else the
+  session's mode: `keyword`, or `local` (skills.md §10, chosen by `[skill_search] mode`);
+  `selection` is `none` when no skill fits (nothing matched, or the reranker or the local
+  ranking decided none does), else `matches`; `score` is the local relevance score in local
+  mode, else the keyword score (the order is the reranker's when it decided).
 - Cancelling a `web_search` or a `skill_search` drops its answer; upstream or provider calls
   already sent end at their own deadline (the source timeout, `timeout_ms`).
 """
@@ -164,8 +165,8 @@ class Toolbox:
                 output=_object(
                     {
                         "query": {"type": "string"},
-                        "mode": {"enum": ["keyword", "reranked"]},
-                        "selection": {"enum": ["matches", "none"]},
+                        "mode": {"type": "string", "enum": ["keyword", "local", "reranked"]},
+                        "selection": {"type": "string", "enum": ["matches", "none"]},
                         "results": {
                             "type": "array",
                             "items": _object(
@@ -236,10 +237,16 @@ class Toolbox:
         except SiftError as exc:
             return _failure(exc)
         catalog = session.snapshot.catalog
-        scores = {skill.name: score for skill, score in keyword_scores(catalog, query)}
+        mode = "reranked" if session.reranker is not None else result.mode or "keyword"
+        scores: dict[str, float]
+        if mode == "local":
+            relevance = catalog.relevance.score(query).scores
+            scores = {catalog.skills[at].name: round(score, 4) for at, score in relevance.items()}
+        else:
+            scores = {skill.name: score for skill, score in keyword_scores(catalog, query)}
         structured = {
             "query": query,
-            "mode": "reranked" if session.reranker is not None else "keyword",
+            "mode": mode,
             "selection": "matches" if result.matches else "none",
             "results": [
                 {
