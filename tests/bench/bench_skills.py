@@ -109,8 +109,9 @@ QUERIES = [
 ]
 
 
-def write_catalog(root: Path, rng: random.Random) -> None:
+def write_catalog(roots: list[Path], rng: random.Random) -> None:
     for n in range(SKILLS):
+        root = roots[n % len(roots)]
         name = f"{rng.choice(DOMAIN)}-{rng.choice(DOMAIN)}-{n:05d}"
         words = rng.choices(VOCABULARY, weights=WEIGHTS, k=rng.randint(20, 60))
         description = " ".join(words)
@@ -133,15 +134,17 @@ def median_ms(samples: list[float]) -> float:
 def main() -> None:
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "skills"
-        root.mkdir()
+        # Discovery walks at most MAX_FOLDERS folders per root: four roots of 2,500 skills.
+        roots = [Path(tmp) / f"skills-{part}" for part in range(4)]
+        for root in roots:
+            root.mkdir()
         home = Path(tmp) / "home"
-        write_catalog(root, rng)
+        write_catalog(roots, rng)
 
         passes = []
         for _ in range(3):
             start = time.perf_counter()
-            catalog = discover(skills_dirs=[root], cwd=Path(tmp), home=home)
+            catalog = discover(skills_dirs=roots, cwd=Path(tmp), home=home)
             passes.append(time.perf_counter() - start)
         assert len(catalog.skills) == SKILLS, len(catalog.skills)
 
