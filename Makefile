@@ -9,18 +9,18 @@ MCP_SDK_2 := mcp==2.3.0
 MCP_SDK_1 := mcp==1.26.0
 MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
 
-.PHONY: install test lint bench clean serve contract demo
+.PHONY: install test lint bench clean serve contract demo redis-server wrk
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,redis]'
 	touch $(STAMP)
 
 $(CONTRACT_STAMP): pyproject.toml $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[dev,contract]'
+	$(BIN)/python -m pip install -q -e '.[dev,redis,contract]'
 	touch $(CONTRACT_STAMP)
 
 .venv-mcp%/.installed: pyproject.toml
@@ -28,7 +28,7 @@ $(CONTRACT_STAMP): pyproject.toml $(STAMP)
 	.venv-mcp$*/bin/python -m pip install -q -e . '$(MCP_SDK_$*)' 'pytest>=8' 'pytest-httpserver>=1.0'
 	touch $@
 
-test: install
+test: install redis-server
 	$(BIN)/python -m pytest -q
 
 lint: install
@@ -36,7 +36,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy siftlib
 
-bench: install
+bench: install redis-server wrk
 	@for f in tests/bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 # The gateway on 127.0.0.1:8787 with the embedded SQLite store; config from $$SIFT_CONFIG or the user config dir.
@@ -53,6 +53,15 @@ contract: $(CONTRACT_STAMP) $(MCP_STAMPS)
 # Loopback fakes serving testdata/'s recorded fixtures, a gateway on them, two searches.
 demo: $(CONTRACT_STAMP)
 	$(BIN)/python testdata/demo/demo.py
+
+# The shared-store tests start a real redis-server, and the bench drives gateways with wrk:
+# Debian packages, installed when missing (apt-get retried while another install holds its lock).
+# Without root or apt the tests that need it skip, saying why (and fail under CI).
+redis-server wrk:
+	@command -v $@ >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+		&& for i in 1 2 3 4 5 6; do \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $@; } \
+		&& break; sleep 10; done; }; command -v $@ >/dev/null || echo "make: cannot install $@"
 
 clean:
 	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .pytest_cache .mypy_cache .ruff_cache

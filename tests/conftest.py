@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from gatewaykit import FakeUpstream, fixture_bytes
 from pytest_httpserver import HTTPServer
+from rediskit import RedisServer
 
 from siftlib import dial
 
@@ -95,3 +96,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "realdata" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.realdata)
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server of the test's own on a free loopback port, stopped by pid after."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    yield server
+    server.stop()
