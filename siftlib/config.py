@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import logging
 import math
 import os
@@ -33,6 +34,7 @@ from siftlib.errors import ConfigError
 
 SOURCE_ORDER = ("searxng", "brave_llm", "tavily")
 PAID_SOURCES = ("brave_llm", "tavily")
+STORE_SCHEMES = ("redis", "rediss", "valkey")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _SIZE = re.compile(r"^(\d+)(B|KiB|MiB|GiB)$")
 _SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
@@ -143,6 +145,9 @@ class Config:
     db: Path = field(default_factory=lambda: _user_state_dir() / "cache.db")
     secret_env: Path = field(default_factory=lambda: _user_config_dir() / "secret.env")
     permit_restricted: tuple[str, ...] = ()
+    store: str = "sqlite"
+    store_prefix: str = "sift:"
+    store_fallback_share: float = 0.5
     k: int = 8
     timeout: float = 8.0
     rerank: bool = True
@@ -246,6 +251,46 @@ class _Table:
             raise self.error(key, "has an invalid port") from None
         return value
 
+    def store(self, key: str, default: str) -> str:
+        """Return `sqlite` or a Redis-protocol URL with no password and no options in it."""
+        value: str = self.get(key, str, default)
+        if value == "sqlite":
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in STORE_SCHEMES or not parts.hostname:
+            raise self.error(
+                key, 'must be "sqlite" or a redis://, rediss:// or valkey:// URL with a host'
+            )
+        if parts.password is not None:
+            raise self.error(
+                key, "must not carry a password: put it in secret.env as SIFT_STORE_PASSWORD"
+            )
+        if parts.query or parts.fragment:
+            raise self.error(key, "must not carry options after ? or #")
+        try:
+            parts.port  # noqa: B018 - raises ValueError for a bad port
+        except ValueError:
+            raise self.error(key, "has an invalid port") from None
+        if parts.path.strip("/") and not parts.path.strip("/").isdigit():
+            raise self.error(key, "must name a database by its number, as in redis://host:6379/0")
+        if not _installed("redis"):
+            raise self.error(key, "needs the optional extra sift[redis]: pip install 'sift[redis]'")
+        return value
+
+    def share(self, key: str, default: float) -> float:
+        value = self.data.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise self.error(key, f"must be a number from 0 to 1, not {value!r}")
+        return float(value)
+
+
+def _installed(module: str) -> bool:
+    """Tell whether a module can be imported, without importing it."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # a module blocked in sys.modules
+        return False
+
 
 _KIND_NAMES = {
     str: "a string",
@@ -263,7 +308,17 @@ def load_config(explicit: str | None = None) -> Config:
     root.check_keys({"server", "search", "skill_search", "fetch"})
 
     server = root.table("server")
-    server.check_keys({"listen", "db", "secret_env", "permit_restricted"})
+    server.check_keys(
+        {
+            "listen",
+            "db",
+            "secret_env",
+            "permit_restricted",
+            "store",
+            "store_prefix",
+            "store_fallback_share",
+        }
+    )
     restricted = server.get("permit_restricted", list, [])
     if not all(isinstance(name, str) for name in restricted):
         raise server.error("permit_restricted", "must be a list of caller names (strings)")
@@ -294,6 +349,9 @@ def load_config(explicit: str | None = None) -> Config:
         db=Path(server.get("db", str, str(base.db))).expanduser(),
         secret_env=Path(server.get("secret_env", str, str(base.secret_env))).expanduser(),
         permit_restricted=tuple(name.lower() for name in restricted),
+        store=server.store("store", base.store),
+        store_prefix=server.get("store_prefix", str, base.store_prefix),
+        store_fallback_share=server.share("store_fallback_share", base.store_fallback_share),
         k=search.integer("k", 8, 1, 50),
         timeout=search.duration("timeout", "8s"),
         rerank=search.get("rerank", bool, True),

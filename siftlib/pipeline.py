@@ -55,7 +55,7 @@ from siftlib.errors import NoResultsError, QueryError, StoreError
 from siftlib.hits import Hit
 from siftlib.metrics import Metrics
 from siftlib.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
-from siftlib.store import Reservation, cache_key, open_store
+from siftlib.store import Reservation, cache_key, open_configured_store
 
 if TYPE_CHECKING:
     from siftlib.store import Store
@@ -625,10 +625,11 @@ def _read_capped(response: httpx.Response, deadline: float) -> bytes:
 @contextmanager
 def open_searcher(config: Config, *, allow_private_upstreams: bool = False) -> Iterator[Searcher]:
     """Open the store and a searcher over it, as every command runs; close both after."""
-    store = open_store(config.db)
+    secrets = load_secrets(config.secret_env, expected=config.secret_env_configured)
+    store = open_configured_store(config, secrets)
     searcher = Searcher(
         config,
-        load_secrets(config.secret_env, expected=config.secret_env_configured),
+        secrets,
         store=store,
         allow_private_upstreams=allow_private_upstreams,
     )

@@ -98,10 +98,13 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
 
 from siftlib.errors import StoreError
 from siftlib.hits import Hit
+
+if TYPE_CHECKING:
+    from siftlib.config import Config, Secrets
 
 log = logging.getLogger("sift")
 
@@ -223,15 +226,11 @@ class SQLiteStore:
                 "SELECT hits, expires FROM search WHERE key = ? AND expires > ?", (key, now)
             ).fetchone()
         )
-        return None if row is None else Cached(_decode(row[0]), row[1])
+        return None if row is None else Cached(decode_hits(row[0]), row[1])
 
     def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None:
         """Store hits under `key` until `now + ttl`, at the latest the end of the UTC hour."""
-        value = json.dumps(
-            [{name: getattr(hit, name) for name in (*_FIELDS, *_OPTIONAL)} for hit in hits],
-            ensure_ascii=False,
-            separators=(",", ":"),
-        )
+        value = encode_hits(hits)
         expires = expiry(now, ttl)
 
         def put(db: sqlite3.Connection) -> None:
@@ -408,6 +407,24 @@ class _NewerSchema(Exception):
     """The database file was written by a newer sift."""
 
 
+def open_configured_store(config: Config, secrets: Secrets) -> Store:
+    """Open the store `[server] store` names, behind the memory front of recent hits."""
+    if config.store == "sqlite":
+        return open_store(config.db)
+    from siftlib.recent_hits import RecentHits
+    from siftlib.redis_store import PASSWORD_KEY, open_redis_store
+
+    return RecentHits(
+        open_redis_store(
+            config.store,
+            password=secrets.get(PASSWORD_KEY),
+            prefix=config.store_prefix,
+            fallback_share=config.store_fallback_share,
+            fill_timeout=config.timeout,
+        )
+    )
+
+
 def open_store(path: Path) -> Store:
     """Open the store file (created with its schema if needed) behind the memory front."""
     from siftlib.recent_hits import RecentHits
@@ -533,7 +550,16 @@ def _reserve(
     return False, int(row[0])
 
 
-def _decode(value: str) -> tuple[Hit, ...]:
+def encode_hits(hits: Sequence[Hit]) -> str:
+    """Return the cached value of hits: a JSON list of their fields, nothing else."""
+    return json.dumps(
+        [{name: getattr(hit, name) for name in (*_FIELDS, *_OPTIONAL)} for hit in hits],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def decode_hits(value: str | bytes) -> tuple[Hit, ...]:
     """Turn a cached value back into hits; anything else is a fault, never a wrong answer."""
     try:
         items = json.loads(value)

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +28,8 @@ from siftlib.pipeline import Searcher
 from siftlib.server import GatewayServer
 from siftlib.store import open_store
 
-TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
+REPO = Path(__file__).resolve().parent.parent
+TESTDATA = REPO / "testdata"
 
 
 def searxng_body(n: int, *, prefix: str = "https://example.org/page") -> bytes:
@@ -145,6 +151,7 @@ def write_config(
     timeout: str = "3s",
     listen: str = "127.0.0.1:0",
     tavily_cap: int | None = None,
+    store: str = "sqlite",
 ) -> Path:
     """Write a config.toml enabling the sources given by URL; return its path."""
     lines = [
@@ -153,6 +160,7 @@ def write_config(
         f'db = "{directory / "cache.db"}"',
         f'secret_env = "{directory / "secret.env"}"',
         f"permit_restricted = {json.dumps(list(restricted))}",
+        f'store = "{store}"',
         "[search]",
         f'timeout = "{timeout}"',
     ]
@@ -296,3 +304,32 @@ def raw_exchange(
 def status_of(raw: bytes) -> int:
     """Return the status code of a raw HTTP/1.1 response."""
     return int(raw.split(b" ", 2)[1])
+
+
+@contextmanager
+def serve_process(config: Path, *, log: Path) -> Iterator[str]:
+    """Run `sift serve` as a process of its own, stderr into `log`; yield its URL; stop it."""
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, str(REPO / "sift.py"), "serve", "--config", str(config)]
+            + ["--allow-private-upstreams"],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while not (found := re.search(r"listening on 127\.0\.0\.1:(\d+)", log.read_text())):
+            assert proc.poll() is None, f"sift serve exited: {log.read_text()}"
+            assert time.monotonic() < deadline, "sift serve did not start listening"
+            time.sleep(0.02)
+        yield f"http://127.0.0.1:{found.group(1)}"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -133,6 +133,14 @@ def test_wrong_type_names_key_and_file(tmp_path: Path, text: str, key: str) -> N
         ("[search.tavily]\nurl = 'https://user:pw@api.tavily.com/search'", "search.tavily.url"),
         ("[search.searxng]\nurl = 'http://127.0.0.1:99999'", "search.searxng.url"),
         ("[search.searxng]\nurl = 'not a url'", "search.searxng.url"),
+        ("[server]\nstore = 'postgres://db/sift'", "server.store"),
+        ("[server]\nstore = 'redis://'", "server.store"),
+        ("[server]\nstore = 'redis://127.0.0.1:99999'", "server.store"),
+        ("[server]\nstore = 'redis://127.0.0.1:6379/sift'", "server.store"),
+        ("[server]\nstore = 'redis://127.0.0.1:6379/0?socket_timeout=9'", "server.store"),
+        ("[server]\nstore_fallback_share = 1.5", "server.store_fallback_share"),
+        ("[server]\nstore_fallback_share = '0.5'", "server.store_fallback_share"),
+        ("[server]\nstore_fallback_share = true", "server.store_fallback_share"),
     ],
 )
 def test_bad_value_names_key_and_file(tmp_path: Path, text: str, key: str) -> None:
@@ -146,6 +154,38 @@ def test_userinfo_password_never_echoed(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as error:
         load_config(path)
     assert "hunter2" not in str(error.value)
+
+
+def test_a_store_url_names_a_shared_store_of_the_redis_protocol(tmp_path: Path) -> None:
+    assert load_config(str(tmp_path / "absent.toml")).store == "sqlite"
+    for url in ("redis://10.0.0.5:6379/2", "rediss://cache.internal", "valkey://sift@vk:6380"):
+        text = f'[server]\nstore = "{url}"\nstore_prefix = "fleet:"\nstore_fallback_share = 1'
+        config = load_config(write(tmp_path, text))
+        assert (config.store, config.store_prefix, config.store_fallback_share) == (
+            url,
+            "fleet:",
+            1.0,
+        )
+
+
+def test_a_store_password_belongs_in_secret_env_and_is_never_echoed(tmp_path: Path) -> None:
+    path = write(tmp_path, "[server]\nstore = 'redis://sift:hunter2-pw@10.0.0.5:6379/0'\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert "SIFT_STORE_PASSWORD" in str(error.value)
+    assert "hunter2" not in str(error.value)
+
+
+def test_a_store_url_without_the_redis_extra_says_which_extra_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)  # as if `sift[redis]` were not installed
+    path = write(tmp_path, "[server]\nstore = 'redis://127.0.0.1:6379/0'\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    assert str(error.value).endswith(
+        "server.store needs the optional extra sift[redis]: pip install 'sift[redis]'"
+    )
 
 
 def test_invalid_toml_is_a_config_error(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from siftlib.metrics import Metrics
     from siftlib.pipeline import Searcher
     from siftlib.server import GatewayServer, check_open_mode, split_listen
-    from siftlib.store import open_store
+    from siftlib.store import open_configured_store
 
     configure_logging()
     try:
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
             config.path,
         )
 
-    store = open_store(config.db)
+    store = open_configured_store(config, secrets)
     searcher = Searcher(
         config,
         secrets,

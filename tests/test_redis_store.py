@@ -1,0 +1,313 @@
+"""The shared store on a real redis-server: keys, TTLs, cap scripts, fill lock and faults."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from rediskit import RedisServer
+
+from siftlib import redis_store
+from siftlib.hits import Hit
+from siftlib.redis_store import RedisStore, open_redis_store
+from siftlib.store import StoreError, cache_key
+
+NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
+DAY = "2025-11-30"
+HITS = [Hit(url="https://a.example/1", title="A", snippet="first", score=0.5, source="searxng")]
+
+
+def key(query: str = "sqlite wal", caller_class: str = "fleet") -> str:
+    return cache_key(
+        query=query,
+        sources=["searxng"],
+        k=8,
+        merge="rrf",
+        hour_bucket="2025-11-30T04",
+        caller_class=caller_class,
+    )
+
+
+@pytest.fixture
+def open_shared(redis_server: RedisServer) -> Iterator[Callable[..., RedisStore]]:
+    """Open stores on the test's redis-server, as separate gateways would; close them after."""
+    opened: list[RedisStore] = []
+
+    def open_one(**options: object) -> RedisStore:
+        settings: dict[str, object] = {
+            "password": redis_server.password,
+            "prefix": "sift:",
+            "fallback_share": 0.5,
+            "fill_timeout": 8.0,
+        }
+        settings.update(options)
+        store = open_redis_store(redis_server.url, **settings)  # type: ignore[arg-type]
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        store.close()
+
+
+def test_a_counter_key_carries_prefix_source_and_day_and_a_cleanup_ttl(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    store = open_shared()
+    assert store.reserve("tavily", day=DAY, cap=5)
+    with redis_server.client() as client:
+        assert client.keys("*") == [b"sift:cap:tavily:2025-11-30"]
+        assert client.get("sift:cap:tavily:2025-11-30") == b"1"
+        ttl = client.ttl("sift:cap:tavily:2025-11-30")
+        # Past the next midnight wherever in the day it was made, and set once: a later
+        # reserve leaves it alone.
+        assert 24 * 3600 < ttl <= 48 * 3600
+        client.expire("sift:cap:tavily:2025-11-30", 30 * 3600)
+        assert store.reserve("tavily", day=DAY, cap=5)
+        assert 29 * 3600 < client.ttl("sift:cap:tavily:2025-11-30") <= 30 * 3600
+
+
+def test_a_cached_answer_lives_on_the_server_until_the_ttl_or_the_hour_ends(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    store = open_shared(prefix="fleet-a:")
+    store.cache_put(key("one"), HITS, now=NOW, ttl=600)
+    store.cache_put(key("two"), HITS, now=NOW + 3000, ttl=3600)  # 10 minutes left in the hour
+    with redis_server.client() as client:
+        assert sorted(client.keys("*")) == sorted(
+            [f"fleet-a:search:{key('one')}".encode(), f"fleet-a:search:{key('two')}".encode()]
+        )
+        assert 590_000 < client.pttl(f"fleet-a:search:{key('one')}") <= 600_000
+        assert 590_000 < client.pttl(f"fleet-a:search:{key('two')}") <= 600_000
+    assert store.cache_get(key("one"), now=NOW) == HITS
+
+
+def test_an_entry_written_by_one_gateway_is_a_hit_on_another(
+    open_shared: Callable[..., RedisStore],
+) -> None:
+    first, second = open_shared(), open_shared()
+    first.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert second.cache_get(key(), now=NOW) == HITS
+    assert second.cache_get(key(caller_class="restricted:alice"), now=NOW) is None
+
+
+def test_another_prefix_is_another_store(open_shared: Callable[..., RedisStore]) -> None:
+    ours, theirs = open_shared(prefix="sift:"), open_shared(prefix="other:")
+    ours.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert ours.reserve("tavily", day=DAY, cap=1)
+    assert theirs.cache_get(key(), now=NOW) is None
+    assert theirs.reserve("tavily", day=DAY, cap=1)
+
+
+def test_reserve_settle_release_keep_the_sqlite_rules(
+    open_shared: Callable[..., RedisStore],
+) -> None:
+    store = open_shared()
+    assert store.reserve("tavily", day=DAY, cap=0)  # no cap: nothing booked
+    assert store.daily_credits(day=DAY) == {}
+    assert not store.reserve("tavily", day=DAY, cap=3, credits=4)
+    assert [store.reserve("tavily", day=DAY, cap=3) for _ in range(4)] == [True, True, True, False]
+    store.release("tavily", day=DAY, reserved=1)  # the call never went out
+    store.settle("tavily", day=DAY, reserved=1, actual=2)  # it cost more than reserved
+    assert store.daily_credits(day=DAY) == {"tavily": 3}
+    assert not store.reserve("tavily", day=DAY, cap=3)
+    store.settle("brave_llm", day=DAY, reserved=0, actual=1)  # uncapped: only counted
+    store.settle("brave_llm", day=DAY, reserved=0, actual=1)
+    assert open_shared().daily_credits(day=DAY) == {"brave_llm": 2, "tavily": 3}
+
+
+def test_a_late_settle_never_recreates_an_expired_counter(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    store = open_shared()
+    assert store.reserve("tavily", day=DAY, cap=5)
+    assert store.reserve("tavily", day=DAY, cap=5)
+    with redis_server.client() as client:
+        client.delete("sift:cap:tavily:2025-11-30")  # as its TTL would
+        store.settle("tavily", day=DAY, reserved=1, actual=3)
+        store.release("tavily", day=DAY, reserved=1)
+        assert client.exists("sift:cap:tavily:2025-11-30") == 0
+
+
+def test_the_scripts_are_sent_in_full_when_the_server_forgot_them(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    store = open_shared()
+    with redis_server.client() as client:
+        client.script_flush()
+        assert store.reserve("tavily", day=DAY, cap=5)  # NOSCRIPT, then EVAL
+        store.settle("tavily", day=DAY, reserved=1, actual=2)
+        assert client.get("sift:cap:tavily:2025-11-30") == b"2"
+        shas = [script._sha for script in (store._reserve, store._settle)]
+        assert client.script_exists(*shas) == [True, True]  # EVAL cached them for EVALSHA
+
+
+def test_the_day_rolls_over_at_utc_midnight(open_shared: Callable[..., RedisStore]) -> None:
+    store = open_shared()
+    assert store.reserve("tavily", day=DAY, cap=1)
+    assert not store.reserve("tavily", day=DAY, cap=1)
+    assert store.reserve("tavily", day="2025-12-01", cap=1)
+    assert store.daily_credits(day="2025-12-01") == {"tavily": 1}
+
+
+def test_a_miss_waits_for_another_gateways_fill(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    filler, waiter = open_shared(), open_shared(fill_wait=30.0)
+    assert filler.cache_get(key(), now=NOW) is None  # the miss takes the fill lock
+    with redis_server.client() as client:
+        assert 7_000 < client.pttl(f"sift:fill:{key()}") <= 8_000  # for the search timeout
+    found: list[object] = []
+    waiting = threading.Thread(target=lambda: found.append(waiter.cache_get(key(), now=NOW)))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive()  # still polling: the lock is taken and the value not there
+    filler.cache_put(key(), HITS, now=NOW, ttl=3600)
+    waiting.join(30)
+    assert found == [HITS]
+    with redis_server.client() as client:
+        assert client.exists(f"sift:fill:{key()}") == 0  # the put dropped the lock
+
+
+def test_a_fill_that_never_comes_is_waited_for_briefly_then_searched_anyway(
+    open_shared: Callable[..., RedisStore],
+) -> None:
+    filler, waiter = open_shared(), open_shared(fill_wait=0.05)
+    assert filler.cache_get(key(), now=NOW) is None
+    assert waiter.cache_get(key(), now=NOW) is None  # after the bounded wait, not an error
+
+
+def test_an_unreadable_entry_is_a_fault_never_a_wrong_answer(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    store = open_shared()
+    with redis_server.client() as client:
+        client.set(f"sift:search:{key()}", b'[{"url": 1}]')
+    with pytest.raises(StoreError):
+        store.cache_get(key(), now=NOW)
+
+
+def test_the_store_down_means_uncached_searching_and_a_local_ledger_within_the_share(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    store = open_shared(fallback_share=0.5)
+    for _ in range(4):
+        assert store.reserve("tavily", day=DAY, cap=10)
+        store.settle("tavily", day=DAY, reserved=1, actual=1)
+    redis_server.kill()
+    with pytest.raises(StoreError, match="^unavailable$"):
+        store.cache_get(key(), now=NOW)
+    with pytest.raises(StoreError, match="^unavailable$"):
+        store.cache_put(key(), HITS, now=NOW, ttl=3600)
+    assert store.problem == "redis unreachable"
+    # Half of the 6 credits left when the store was last read: 3 more, never 5 or 10.
+    granted = 0
+    while store.reserve("tavily", day=DAY, cap=10):
+        store.settle("tavily", day=DAY, reserved=1, actual=1)
+        granted += 1
+        assert granted <= 10
+    assert granted == 3
+    assert store.daily_credits(day=DAY) == {"tavily": 7}
+    assert store.sweep(now=NOW) == 0
+
+
+def test_the_local_ledger_holds_the_share_of_the_cap_when_the_store_was_never_read(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    redis_server.kill()
+    store = open_shared(fallback_share=0.25)
+    assert store.problem == "redis unreachable"
+    assert [store.reserve("tavily", day=DAY, cap=10) for _ in range(3)] == [True, True, False]
+    store.release("tavily", day=DAY, reserved=1)  # given back: room for one more
+    assert store.reserve("tavily", day=DAY, cap=10)
+
+
+def test_the_store_recovers_by_itself_and_takes_over_what_was_spent_meanwhile(
+    open_shared: Callable[..., RedisStore],
+    redis_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)  # try the store again at once
+    store = open_shared()
+    assert store.reserve("tavily", day=DAY, cap=10)
+    in_flight = 1  # reserved in the store, settled while it is away
+    redis_server.kill()
+    with caplog.at_level(logging.WARNING, logger="sift"):
+        for _ in range(2):
+            assert store.reserve("tavily", day=DAY, cap=10)
+            store.settle("tavily", day=DAY, reserved=1, actual=1)
+        store.settle("tavily", day=DAY, reserved=in_flight, actual=2)
+        redis_server.start()  # empty: it kept nothing on disk
+        assert store.problem is None
+        store.cache_put(key(), HITS, now=NOW, ttl=3600)
+        assert store.cache_get(key(), now=NOW) == HITS
+        assert store.reserve("tavily", day=DAY, cap=10)
+    with redis_server.client() as client:
+        # 2 local credits and 1 more than reserved for the call in flight, then this one.
+        assert client.get("sift:cap:tavily:2025-11-30") == b"4"
+    messages = [record.getMessage() for record in caplog.records]
+    assert any("redis unreachable" in message for message in messages)
+    assert any("reachable again" in message for message in messages)
+
+
+def test_while_down_the_store_is_not_waited_on_until_the_retry_time(
+    open_shared: Callable[..., RedisStore], redis_server: RedisServer
+) -> None:
+    store = open_shared()
+    redis_server.kill()
+    assert store.problem == "redis unreachable"
+    redis_server.start()
+    # Within the retry time nothing is tried, so the store still counts as down.
+    assert store.problem == "redis unreachable"
+    with pytest.raises(StoreError):
+        store.cache_get(key(), now=NOW)
+
+
+def test_a_password_is_sent_and_never_shown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    password = "s3cret-store-pw"
+    server = RedisServer(tmp_path / "redis", password=password)
+    server.start()
+    try:
+        with caplog.at_level(logging.DEBUG):
+            good = open_redis_store(
+                server.url, password=password, prefix="sift:", fallback_share=0.5, fill_timeout=8
+            )
+            assert good.problem is None
+            assert good.reserve("tavily", day=DAY, cap=3)
+            wrong = open_redis_store(
+                server.url, password="not-it", prefix="sift:", fallback_share=0.5, fill_timeout=8
+            )
+            assert wrong.problem == "redis refused the password (SIFT_STORE_PASSWORD)"
+            with pytest.raises(StoreError) as raised:
+                wrong.cache_get(key(), now=NOW)
+            none = open_redis_store(
+                server.url, password=None, prefix="sift:", fallback_share=0.5, fill_timeout=8
+            )
+            none_problem = none.problem
+            for store in (good, wrong, none):
+                store.close()
+    finally:
+        server.stop()
+    assert none_problem is not None and none_problem.startswith("redis refused")
+    shown = [str(raised.value), repr(good), str(wrong.problem), none_problem]
+    shown += [record.getMessage() for record in caplog.records]
+    assert not any(password in text or "not-it" in text for text in shown)
+
+
+def test_an_evicting_memory_policy_is_reported(
+    redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    with redis_server.client() as client:
+        client.config_set("maxmemory-policy", "allkeys-lru")
+    with caplog.at_level(logging.WARNING, logger="sift"):
+        store = open_redis_store(
+            redis_server.url, password=None, prefix="sift:", fallback_share=0.5, fill_timeout=8
+        )
+        store.close()
+    assert any("maxmemory-policy allkeys-lru" in r.getMessage() for r in caplog.records)
