@@ -28,16 +28,18 @@ Decisions (store.md §2, and where it is silent):
   A put stores the value and drops the lock; a fill that stores nothing (a partial answer)
   leaves it to expire.
 - Faults: connect and read timeouts of 50 ms and no client retries (a retried reserve could
-  book twice). The first failure marks the store down for `RETRY_AFTER` (1 s), during which
-  nothing waits on it; then the next operation tries again, so the store recovers by itself.
+  book twice). A refused connection, or `LATE_LIMIT` (3) timeouts in a row, mark the store
+  down for `RETRY_AFTER` (1 s), during which nothing waits on it; then the next operation
+  tries again, so the store recovers by itself. A single timeout fails its operation only.
   While it is down, cache operations raise `StoreError("unavailable")` (the search goes on
   uncached, warning `store: unavailable`), `problem` says `redis unreachable`, and caps fall
   back to a ledger in this process: per source and day it grants at most `fallback_share` of
   what was left under the cap when the store was last read (the whole share of the cap when it
   never was), so N gateways with share 1/N never pass the cap together. What the local ledger
   spent, and what settles could not reach the store, is carried into the shared counter by the
-  next reserve of that source and day once the store is back. A reserve that timed out is
-  counted as not booked: at worst one credit the store never hears of per timeout.
+  next reserve of that source and day once the store is back. A reserve that timed out may
+  still have been booked by the store: that credit stays booked there, unused (the safe
+  side), while the search goes on the local ledger.
 - Credentials: the password comes from `secret.env` only (config refuses one in the URL, and
   URL options, which would override it). No message, problem or log line carries the URL;
   they name `host:port` at most.
@@ -73,6 +75,7 @@ PASSWORD_KEY = "SIFT_STORE_PASSWORD"
 CONNECT_TIMEOUT = 0.05
 READ_TIMEOUT = 0.05
 RETRY_AFTER = 1.0
+LATE_LIMIT = 3
 FILL_WAIT = 1.0
 FILL_POLL = 0.01
 COUNTER_TTL = 48 * 3600
@@ -163,6 +166,7 @@ class RedisStore:
         self._state = threading.Lock()
         self._problem: str | None = None
         self._retry_at = 0.0
+        self._late = 0  # operations timed out in a row
         # The local ledger. `seen`: the last shared total read; `unsynced`: settled credits the
         # shared counter has not seen (signed); `held`: local reservations not yet settled;
         # `local`: what the local ledger booked since it last handed over (its allowance).
@@ -347,9 +351,19 @@ class RedisStore:
             kind = str(exc).split(" ", 1)[0] or "error"
             self._fail(f"redis refused the command ({kind})")
             raise _Down from None
+        except redis.exceptions.TimeoutError:
+            # One late reply fails its operation only: a busy moment must not send a whole
+            # second of searches upstream uncached.
+            with self._state:
+                self._late += 1
+                late = self._late
+            if late >= LATE_LIMIT:
+                self._fail("redis unreachable")
+            raise _Down from None
         except (redis.exceptions.RedisError, OSError):
             self._fail("redis unreachable")
             raise _Down from None
+        self._late = 0
         if self._problem is not None:
             with self._state:
                 if self._problem is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -311,3 +312,26 @@ def test_an_evicting_memory_policy_is_reported(
         )
         store.close()
     assert any("maxmemory-policy allkeys-lru" in r.getMessage() for r in caplog.records)
+
+
+def test_a_slow_store_fails_each_late_operation_and_is_down_after_three_in_a_row(
+    open_shared: Callable[..., RedisStore],
+    redis_server: RedisServer,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)  # try the store again at once
+    store = open_shared()
+    with redis_server.client() as client, caplog.at_level(logging.WARNING, logger="sift"):
+        paused_until = time.monotonic() + 0.8
+        client.client_pause(800)  # every client's command waits: a store too slow for 50 ms
+        for _ in range(2):
+            with pytest.raises(StoreError, match="^unavailable$"):
+                store.cache_get(key(), now=NOW)
+        assert caplog.records == []  # a late reply or two fails those operations only
+        assert store.reserve("tavily", day=DAY, cap=4)  # on the local ledger, meanwhile
+        assert [r.getMessage().split(" at ")[0] for r in caplog.records] == [
+            "store: redis unreachable"
+        ]
+    time.sleep(max(0.0, paused_until + 0.1 - time.monotonic()))
+    assert store.problem is None
