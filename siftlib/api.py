@@ -113,13 +113,14 @@ def firecrawl_answer(response: SearchResponse) -> dict[str, object]:
     return {"success": True, "data": {"web": web}}
 
 
-def health_answer(degraded: list[str], *, any_source: bool) -> dict[str, object]:
-    """Return the `/healthz` answer for the searcher's degraded list."""
+def health_answer(degraded: list[str], *, any_source: bool, store: str) -> dict[str, object]:
+    """Return the `/healthz` answer for the searcher's degraded list and its kind of store."""
     if not any_source:
         degraded = ["search: no source enabled", *degraded]
     return {
         "status": "degraded" if degraded else "ok",
         "degraded": degraded,
+        "store": store,
         "version": __version__,
     }
 

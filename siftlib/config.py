@@ -167,6 +167,11 @@ class Config:
         return {s.name: s for s in self.sources}
 
     @property
+    def store_kind(self) -> str:
+        """The kind of store, as /healthz and /metrics name it: `sqlite` or `redis`."""
+        return "sqlite" if self.store == "sqlite" else "redis"
+
+    @property
     def enabled_sources(self) -> tuple[SourceConfig, ...]:
         """Enabled sources, in the fixed source order."""
         return tuple(s for s in self.sources if s.enabled)

@@ -279,8 +279,9 @@ class Searcher:
             self.unavailable(name) == "missing key" for name in self._sources
         ):
             found.append("server.secret_env: file missing")
-        if self.store is not None and self.store.problem:
-            found.append(f"store: {self.store.problem}")
+        problem = self.store.problem if self.store is not None else None
+        if problem:
+            found.append(f"store: {problem}")
         return found
 
     def metrics_snapshot(self) -> dict[str, object]:
@@ -292,6 +293,8 @@ class Searcher:
         snapshot["search_capped"] = {
             f"source={n}": int(self._capped(n, day, daily)) for n in PAID_SOURCES
         }
+        if self.store is not None:
+            snapshot["store_up"] = {f"kind={self.config.store_kind}": int(not self.store.problem)}
         return snapshot
 
     def _daily_credits(self, day: str) -> dict[str, int]:

@@ -371,7 +371,9 @@ class Handler(BaseHTTPRequestHandler):
             if route == "/healthz":
                 searcher = server.searcher
                 answer = api.health_answer(
-                    searcher.degraded(), any_source=bool(searcher.config.enabled_sources)
+                    searcher.degraded(),
+                    any_source=bool(searcher.config.enabled_sources),
+                    store=searcher.config.store_kind,
                 )
                 self._send_json(HTTPStatus.OK, answer)
                 return

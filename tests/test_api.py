@@ -135,12 +135,15 @@ def test_error_headers_ask_for_a_bearer_token_and_name_the_allowed_methods() -> 
 
 
 def test_health_is_degraded_when_no_source_is_enabled() -> None:
-    assert api.health_answer([], any_source=True) == {
+    assert api.health_answer([], any_source=True, store="sqlite") == {
         "status": "ok",
         "degraded": [],
+        "store": "sqlite",
         "version": __version__,
     }
-    assert api.health_answer(["tavily: daily cap"], any_source=False)["degraded"] == [
+    assert api.health_answer(["tavily: daily cap"], any_source=False, store="redis")[
+        "degraded"
+    ] == [
         "search: no source enabled",
         "tavily: daily cap",
     ]

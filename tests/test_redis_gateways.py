@@ -155,6 +155,9 @@ def test_the_store_killed_under_load_then_restarted(
         thread.start()
     while len(answers) < 20:
         time.sleep(0.01)
+    assert call(urls[0], "GET", "/healthz").json["store"] == "redis"
+    metrics = call(urls[0], "GET", "/metrics", token=TOKENS["bob"]).json
+    assert metrics["store_up"] == {"kind=redis": 1}
     shared_redis.kill()
     before = len(tavily.calls)
     assert before < cap  # the cap is not reached yet: what follows tests the local ledgers
@@ -165,6 +168,8 @@ def test_the_store_killed_under_load_then_restarted(
         health = call(url, "GET", "/healthz").json
         assert health["status"] == "degraded"
         assert "store: redis unreachable" in health["degraded"]
+        metrics = call(url, "GET", "/metrics", token=TOKENS["bob"]).json
+        assert metrics["store_up"] == {"kind=redis": 0}
     stop.set()
     for thread in threads:
         thread.join(60)
