@@ -27,46 +27,21 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
+from bench_store import DAY, HITS, NOW, key  # noqa: E402  (the same answers as SQLite's bench)
 from gatewaykit import FakeUpstream, call, searxng_body, serve_process, write_config  # noqa: E402
 from rediskit import RedisServer  # noqa: E402
 
 from siftlib import store as store_module  # noqa: E402
-from siftlib.hits import Hit  # noqa: E402
 from siftlib.redis_store import open_redis_store  # noqa: E402
-from siftlib.store import Store, cache_key, open_store  # noqa: E402
+from siftlib.store import Store, open_store  # noqa: E402
 
-NOW = 1_764_475_200.0
-DAY = "2025-11-30"
 ROUNDS = 2000
 WRK_SECONDS = 4
-HITS = [
-    Hit(
-        url=f"https://docs.example.org/section/{i}/page-about-something",
-        title=f"A result title of ordinary length, number {i}",
-        snippet="A snippet of about two hundred characters, as SearXNG and Tavily send them: "
-        "a sentence or two from the page, with the query terms somewhere in the middle of it, "
-        "ending in an ellipsis …",
-        score=1 / (61 + i),
-        source="searxng",
-    )
-    for i in range(8)
-]
 WRK_SCRIPT = """
 wrk.method = "POST"
 wrk.body = '{"query": "a cached query", "limit": 5}'
 wrk.headers["Content-Type"] = "application/json"
 """
-
-
-def key(n: int) -> str:
-    return cache_key(
-        query=f"benchmark query number {n}",
-        sources=["searxng"],
-        k=8,
-        merge="rrf",
-        hour_bucket="2025-11-30T04",
-        caller_class="fleet",
-    )
 
 
 def median_us(operation: Callable[[int], object]) -> float:
