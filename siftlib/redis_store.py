@@ -151,7 +151,6 @@ class RedisStore:
         fallback_share: float,
         fill_timeout: float,
         fill_wait: float = FILL_WAIT,
-        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._client = client
         self.where = where
@@ -159,7 +158,6 @@ class RedisStore:
         self.fallback_share = fallback_share
         self._fill_ms = max(1, round(fill_timeout * 1000))
         self._fill_wait = fill_wait
-        self._monotonic = monotonic
         self._reserve = _Script(client, _RESERVE)
         self._settle = _Script(client, _SETTLE)
         self._release = _Script(client, _RELEASE)
@@ -187,7 +185,7 @@ class RedisStore:
     def cache_get(self, key: str, *, now: float) -> list[Hit] | None:
         """Return the cached hits under `key`; on a miss, wait briefly for another's fill."""
         value_key, lock_key = self._search_key(key), self._fill_key(key)
-        deadline = self._monotonic() + self._fill_wait
+        deadline = time.monotonic() + self._fill_wait
         while True:
             value = self._cache_call(lambda client: client.get(value_key))
             if value is not None:
@@ -195,7 +193,7 @@ class RedisStore:
             locked = self._cache_call(
                 lambda client: client.set(lock_key, b"1", nx=True, px=self._fill_ms)
             )
-            if locked or self._monotonic() >= deadline:
+            if locked or time.monotonic() >= deadline:
                 return None
             time.sleep(FILL_POLL)
 
@@ -339,7 +337,7 @@ class RedisStore:
 
     def _call(self, operation: Callable[[redis.Redis], T]) -> T:
         """Run one operation on the store, unless it is down; a failure marks it down."""
-        if self._problem is not None and self._monotonic() < self._retry_at:
+        if self._problem is not None and time.monotonic() < self._retry_at:
             raise _Down
         try:
             result = operation(self._client)
@@ -373,7 +371,7 @@ class RedisStore:
 
     def _fail(self, problem: str) -> None:
         with self._state:
-            self._retry_at = self._monotonic() + RETRY_AFTER
+            self._retry_at = time.monotonic() + RETRY_AFTER
             if self._problem == problem:
                 return
             self._problem = problem
