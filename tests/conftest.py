@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from gatewaykit import FakeUpstream, fixture_bytes
 from pytest_httpserver import HTTPServer
-from rediskit import RedisServer
+
+if TYPE_CHECKING:
+    from rediskit import RedisServer
 
 from siftlib import dial
 
@@ -101,6 +104,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A real redis-server of the test's own on a free loopback port, stopped by pid after."""
+    from rediskit import RedisServer  # the redis client is not in the MCP SDK venvs
+
     server = RedisServer(tmp_path_factory.mktemp("redis"))
     server.start()
     yield server
