@@ -3,18 +3,25 @@
 Every gateway of a fleet points `[server] store` at the same Redis (>= 7) or Valkey (>= 7.2)
 and so shares the cache and, above all, the daily caps:
 
-    store = open_redis_store("redis://10.0.0.5:6379/0", password=secrets.get(PASSWORD_KEY),
-                             prefix="sift:", fallback_share=0.5, fill_timeout=8.0)
-    hits = store.cache_get(key, now=now)      # None on a miss: this gateway fills the key
-    if store.reserve("tavily", day="2026-11-30", cap=500):
+    store = RecentHits(open_redis_store("redis://10.0.0.5:6379/0",
+                                        password=secrets.get(PASSWORD_KEY), prefix="sift:",
+                                        fallback_share=0.5, fill_timeout=8.0))
+    cached = store.cache_get(key, now=now)    # None on a miss: this gateway fills the key
+    reservation = store.reserve("tavily", day="2026-11-30", cap=500)
+    if reservation is not None:
         ...
-        store.settle("tavily", day="2026-11-30", reserved=1, actual=credits)
+        store.settle(reservation, actual=credits)
+
+It implements the `Store` protocol of `siftlib.store` (its terms are in that docstring) and,
+like SQLite, sits behind `RecentHits`, which answers recent hits from memory.
 
 Decisions (store.md §2, and where it is silent):
 
 - Keys: `<prefix>cap:<source>:<YYYY-MM-DD>` holds a day's credits as an integer;
-  `<prefix>search:<cache key>` a cached answer (the SQLite value, search.md §6, under the same
-  key, so partitions stay apart); `<prefix>fill:<cache key>` the fill lock.
+  `<prefix>search:<cache key>` a cached answer under the SQLite key (search.md §6, so the
+  partitions stay apart), as `<expires> <the SQLite value>`: the protocol hands the expiry
+  back, and the caller's clock decides it as it does for SQLite; `<prefix>fill:<cache key>`
+  the fill lock.
 - Caps: reserve, settle and release are one Lua script each over exactly one key (so they run
   unchanged on a Redis Cluster), sent by EVALSHA and by EVAL when the server answers NOSCRIPT.
   Reserve creates the counter with a 48 h TTL, set once: past the next midnight whenever in its
@@ -35,7 +42,8 @@ Decisions (store.md §2, and where it is silent):
   uncached, warning `store: unavailable`), `problem` says `redis unreachable`, and caps fall
   back to a ledger in this process: per source and day it grants at most `fallback_share` of
   what was left under the cap when the store was last read (the whole share of the cap when it
-  never was), so N gateways with share 1/N never pass the cap together. What the local ledger
+  never was), so N gateways with share 1/N together stay within what was left. A
+  `Reservation` names its ledger, so each settles where it was booked. What the local ledger
   spent, and what settles could not reach the store, is carried into the shared counter by the
   next reserve of that source and day once the store is back. A reserve that timed out may
   still have been booked by the store: that credit stays booked there, unused (the safe
@@ -65,7 +73,7 @@ from redis.retry import Retry
 
 from siftlib.config import SOURCE_ORDER
 from siftlib.hits import Hit
-from siftlib.store import StoreError, decode_hits, encode_hits
+from siftlib.store import Cached, Reservation, StoreError, decode_hits, encode_hits, expiry
 
 log = logging.getLogger("sift")
 
@@ -182,14 +190,16 @@ class RedisStore:
 
     # The cache.
 
-    def cache_get(self, key: str, *, now: float) -> list[Hit] | None:
-        """Return the cached hits under `key`; on a miss, wait briefly for another's fill."""
+    def cache_get(self, key: str, *, now: float) -> Cached | None:
+        """Return the entry under `key`; on a miss, wait briefly for another gateway's fill."""
         value_key, lock_key = self._search_key(key), self._fill_key(key)
         deadline = time.monotonic() + self._fill_wait
         while True:
             value = self._cache_call(lambda client: client.get(value_key))
             if value is not None:
-                return decode_hits(value)
+                cached = _decode(cast(bytes, value))
+                if cached.expires > now:
+                    return cached
             locked = self._cache_call(
                 lambda client: client.set(lock_key, b"1", nx=True, px=self._fill_ms)
             )
@@ -198,10 +208,10 @@ class RedisStore:
             time.sleep(FILL_POLL)
 
     def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None:
-        """Store hits under `key` for `ttl`, at most to the end of the UTC hour; drop the lock."""
-        expires = min(now + ttl, (now // 3600 + 1) * 3600)
+        """Store hits under `key` until `expiry(now, ttl)`, on the server too; drop the lock."""
+        expires = expiry(now, ttl)
         px = max(1, round((expires - now) * 1000))
-        value = encode_hits(hits)
+        value = f"{expires!r} {encode_hits(hits)}"
 
         def put(client: redis.Redis) -> None:
             with client.pipeline(transaction=False) as pipe:
@@ -217,40 +227,41 @@ class RedisStore:
 
     # The daily caps.
 
-    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> bool:
-        """Reserve credits of a paid source before calling it; False at the cap. Never raises."""
+    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
+        """Reserve credits of a paid source before calling it; None at the cap. Never raises."""
         if cap == 0:
-            return True
+            return Reservation(source, day, 0)
         if credits > cap:
-            return False
+            return None
         slot = (source, day)
-        answer = self._book(slot, credits=credits, cap=cap)
-        if answer is not None:
-            return answer
+        granted = self._book(slot, credits=credits, cap=cap)
+        if granted is not None:
+            return Reservation(source, day, credits) if granted else None
         with self._state:
             allowance = int(self.fallback_share * max(cap - self._seen[slot], 0))
             if self._local[slot] + credits > allowance:
-                return False
+                return None
             self._local[slot] += credits
             self._held[slot] += credits
-            return True
+            return Reservation(source, day, credits, "memory")
 
-    def settle(self, source: str, *, day: str, reserved: int, actual: int) -> None:
+    def settle(self, reservation: Reservation, *, actual: int) -> None:
         """Replace a reservation by the credits the call actually cost. Never raises."""
-        slot = (source, day)
-        if self._settle_locally(slot, reserved=reserved, actual=actual):
-            return
-        if reserved == 0:  # an uncapped source: count its credits under no cap
-            if self._book(slot, credits=actual, cap=_NO_CAP) is None:
-                with self._state:
-                    self._unsynced[slot] += actual
-            return
-        self._adjust(slot, self._settle, (reserved, actual), delta=actual - reserved)
+        slot, reserved = (reservation.source, reservation.day), reservation.credits
+        if reservation.ledger == "memory":
+            self._settle_locally(slot, reserved=reserved, actual=actual)
+        elif reserved:
+            self._adjust(slot, self._settle, (reserved, actual), delta=actual - reserved)
+        elif actual and self._book(slot, credits=actual, cap=_NO_CAP) is None:
+            with self._state:  # an uncapped source's credits, counted once the store is back
+                self._unsynced[slot] += actual
 
-    def release(self, source: str, *, day: str, reserved: int) -> None:
+    def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call never went out. Never raises."""
-        slot = (source, day)
-        if not self._settle_locally(slot, reserved=reserved, actual=0):
+        slot, reserved = (reservation.source, reservation.day), reservation.credits
+        if reservation.ledger == "memory":
+            self._settle_locally(slot, reserved=reserved, actual=0)
+        elif reserved:
             self._adjust(slot, self._release, (reserved,), delta=-reserved)
 
     def daily_credits(self, *, day: str) -> dict[str, int]:
@@ -292,16 +303,12 @@ class RedisStore:
             self._local[slot] = self._held[slot] + max(self._unsynced[slot], 0)
         return bool(granted)
 
-    def _settle_locally(self, slot: Slot, *, reserved: int, actual: int) -> bool:
-        """Settle a reservation the local ledger made; False when it was a shared one."""
+    def _settle_locally(self, slot: Slot, *, reserved: int, actual: int) -> None:
+        """Settle a reservation of the local ledger; the shared counter gets it by the carry."""
         with self._state:
-            # Which ledger holds a reservation is inferred from its size, as SQLite does.
-            if not 0 < reserved <= self._held[slot]:
-                return False
             self._held[slot] -= reserved
             self._local[slot] += actual - reserved
             self._unsynced[slot] += actual
-            return True
 
     def _adjust(self, slot: Slot, script: _Script, args: tuple[int, ...], *, delta: int) -> None:
         """Run settle or release on the shared counter; while down, remember the difference."""
@@ -438,3 +445,13 @@ def _check_eviction(client: redis.Redis, where: str) -> None:
             where,
             name,
         )
+
+
+def _decode(value: bytes) -> Cached:
+    """Turn a stored value, `<expires> <the SQLite value>`, back into an entry, or raise."""
+    head, _, body = value.partition(b" ")
+    try:
+        expires = float(head)
+    except ValueError:
+        raise StoreError("a cached entry is unreadable") from None
+    return Cached(decode_hits(body), expires)

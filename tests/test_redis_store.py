@@ -14,7 +14,7 @@ from rediskit import RedisServer
 from siftlib import redis_store
 from siftlib.hits import Hit
 from siftlib.redis_store import RedisStore, open_redis_store
-from siftlib.store import StoreError, cache_key
+from siftlib.store import Cached, Reservation, StoreError, cache_key
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
 DAY = "2025-11-30"
@@ -30,6 +30,15 @@ def key(query: str = "sqlite wal", caller_class: str = "fleet") -> str:
         hour_bucket="2025-11-30T04",
         caller_class=caller_class,
     )
+
+
+def spend(store: RedisStore, *, cap: int) -> str | None:
+    """Reserve one Tavily credit and settle it as spent; return the ledger that held it."""
+    reservation = store.reserve("tavily", day=DAY, cap=cap)
+    if reservation is None:
+        return None
+    store.settle(reservation, actual=1)
+    return reservation.ledger
 
 
 @pytest.fixture
@@ -83,7 +92,8 @@ def test_a_cached_answer_lives_on_the_server_until_the_ttl_or_the_hour_ends(
         )
         assert 590_000 < client.pttl(f"fleet-a:search:{key('one')}") <= 600_000
         assert 590_000 < client.pttl(f"fleet-a:search:{key('two')}") <= 600_000
-    assert store.cache_get(key("one"), now=NOW) == HITS
+    assert store.cache_get(key("one"), now=NOW) == Cached(tuple(HITS), NOW + 600)
+    assert store.cache_get(key("one"), now=NOW + 600) is None  # expired by the caller's clock
 
 
 def test_an_entry_written_by_one_gateway_is_a_hit_on_another(
@@ -91,7 +101,7 @@ def test_an_entry_written_by_one_gateway_is_a_hit_on_another(
 ) -> None:
     first, second = open_shared(), open_shared()
     first.cache_put(key(), HITS, now=NOW, ttl=3600)
-    assert second.cache_get(key(), now=NOW) == HITS
+    assert second.cache_get(key(), now=NOW) == Cached(tuple(HITS), NOW + 3600)
     assert second.cache_get(key(caller_class="restricted:alice"), now=NOW) is None
 
 
@@ -107,16 +117,20 @@ def test_reserve_settle_release_keep_the_sqlite_rules(
     open_shared: Callable[..., RedisStore],
 ) -> None:
     store = open_shared()
-    assert store.reserve("tavily", day=DAY, cap=0)  # no cap: nothing booked
+    assert store.reserve("tavily", day=DAY, cap=0) == Reservation("tavily", DAY, 0)  # no cap
     assert store.daily_credits(day=DAY) == {}
-    assert not store.reserve("tavily", day=DAY, cap=3, credits=4)
-    assert [store.reserve("tavily", day=DAY, cap=3) for _ in range(4)] == [True, True, True, False]
-    store.release("tavily", day=DAY, reserved=1)  # the call never went out
-    store.settle("tavily", day=DAY, reserved=1, actual=2)  # it cost more than reserved
+    assert store.reserve("tavily", day=DAY, cap=3, credits=4) is None
+    first, second, third, fourth = [store.reserve("tavily", day=DAY, cap=3) for _ in range(4)]
+    assert first == Reservation("tavily", DAY, 1, "shared") and fourth is None
+    assert second is not None and third is not None
+    store.release(second)  # the call never went out
+    store.settle(third, actual=2)  # it cost more than reserved
     assert store.daily_credits(day=DAY) == {"tavily": 3}
-    assert not store.reserve("tavily", day=DAY, cap=3)
-    store.settle("brave_llm", day=DAY, reserved=0, actual=1)  # uncapped: only counted
-    store.settle("brave_llm", day=DAY, reserved=0, actual=1)
+    assert store.reserve("tavily", day=DAY, cap=3) is None
+    for _ in range(2):  # uncapped: nothing held, the credits counted when settled
+        uncapped = store.reserve("brave_llm", day=DAY, cap=0)
+        assert uncapped is not None
+        store.settle(uncapped, actual=1)
     assert open_shared().daily_credits(day=DAY) == {"brave_llm": 2, "tavily": 3}
 
 
@@ -124,12 +138,15 @@ def test_a_late_settle_never_recreates_an_expired_counter(
     open_shared: Callable[..., RedisStore], redis_server: RedisServer
 ) -> None:
     store = open_shared()
-    assert store.reserve("tavily", day=DAY, cap=5)
-    assert store.reserve("tavily", day=DAY, cap=5)
+    settled, released = (
+        store.reserve("tavily", day=DAY, cap=5),
+        store.reserve("tavily", day=DAY, cap=5),
+    )
+    assert settled is not None and released is not None
     with redis_server.client() as client:
         client.delete("sift:cap:tavily:2025-11-30")  # as its TTL would
-        store.settle("tavily", day=DAY, reserved=1, actual=3)
-        store.release("tavily", day=DAY, reserved=1)
+        store.settle(settled, actual=3)
+        store.release(released)
         assert client.exists("sift:cap:tavily:2025-11-30") == 0
 
 
@@ -139,8 +156,9 @@ def test_the_scripts_are_sent_in_full_when_the_server_forgot_them(
     store = open_shared()
     with redis_server.client() as client:
         client.script_flush()
-        assert store.reserve("tavily", day=DAY, cap=5)  # NOSCRIPT, then EVAL
-        store.settle("tavily", day=DAY, reserved=1, actual=2)
+        reservation = store.reserve("tavily", day=DAY, cap=5)  # NOSCRIPT, then EVAL
+        assert reservation is not None
+        store.settle(reservation, actual=2)
         assert client.get("sift:cap:tavily:2025-11-30") == b"2"
         shas = [script._sha for script in (store._reserve, store._settle)]
         assert client.script_exists(*shas) == [True, True]  # EVAL cached them for EVALSHA
@@ -168,7 +186,7 @@ def test_a_miss_waits_for_another_gateways_fill(
     assert waiting.is_alive()  # still polling: the lock is taken and the value not there
     filler.cache_put(key(), HITS, now=NOW, ttl=3600)
     waiting.join(30)
-    assert found == [HITS]
+    assert found == [Cached(tuple(HITS), NOW + 3600)]
     with redis_server.client() as client:
         assert client.exists(f"sift:fill:{key()}") == 0  # the put dropped the lock
 
@@ -196,8 +214,7 @@ def test_the_store_down_means_uncached_searching_and_a_local_ledger_within_the_s
 ) -> None:
     store = open_shared(fallback_share=0.5)
     for _ in range(4):
-        assert store.reserve("tavily", day=DAY, cap=10)
-        store.settle("tavily", day=DAY, reserved=1, actual=1)
+        spend(store, cap=10)
     redis_server.kill()
     with pytest.raises(StoreError, match="^unavailable$"):
         store.cache_get(key(), now=NOW)
@@ -205,12 +222,8 @@ def test_the_store_down_means_uncached_searching_and_a_local_ledger_within_the_s
         store.cache_put(key(), HITS, now=NOW, ttl=3600)
     assert store.problem == "redis unreachable"
     # Half of the 6 credits left when the store was last read: 3 more, never 5 or 10.
-    granted = 0
-    while store.reserve("tavily", day=DAY, cap=10):
-        store.settle("tavily", day=DAY, reserved=1, actual=1)
-        granted += 1
-        assert granted <= 10
-    assert granted == 3
+    spent = [spend(store, cap=10) for _ in range(5)]
+    assert spent == ["memory"] * 3 + [None] * 2
     assert store.daily_credits(day=DAY) == {"tavily": 7}
     assert store.sweep(now=NOW) == 0
 
@@ -221,9 +234,10 @@ def test_the_local_ledger_holds_the_share_of_the_cap_when_the_store_was_never_re
     redis_server.kill()
     store = open_shared(fallback_share=0.25)
     assert store.problem == "redis unreachable"
-    assert [store.reserve("tavily", day=DAY, cap=10) for _ in range(3)] == [True, True, False]
-    store.release("tavily", day=DAY, reserved=1)  # given back: room for one more
-    assert store.reserve("tavily", day=DAY, cap=10)
+    first, second, third = [store.reserve("tavily", day=DAY, cap=10) for _ in range(3)]
+    assert first is not None and first.ledger == "memory" and second is not None and third is None
+    store.release(first)  # given back: room for one more
+    assert store.reserve("tavily", day=DAY, cap=10) is not None
 
 
 def test_the_store_recovers_by_itself_and_takes_over_what_was_spent_meanwhile(
@@ -234,19 +248,17 @@ def test_the_store_recovers_by_itself_and_takes_over_what_was_spent_meanwhile(
 ) -> None:
     monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)  # try the store again at once
     store = open_shared()
-    assert store.reserve("tavily", day=DAY, cap=10)
-    in_flight = 1  # reserved in the store, settled while it is away
+    in_flight = store.reserve("tavily", day=DAY, cap=10)  # booked in the store, settled later
+    assert in_flight is not None and in_flight.ledger == "shared"
     redis_server.kill()
     with caplog.at_level(logging.WARNING, logger="sift"):
-        for _ in range(2):
-            assert store.reserve("tavily", day=DAY, cap=10)
-            store.settle("tavily", day=DAY, reserved=1, actual=1)
-        store.settle("tavily", day=DAY, reserved=in_flight, actual=2)
+        assert [spend(store, cap=10) for _ in range(2)] == ["memory", "memory"]
+        store.settle(in_flight, actual=2)
         redis_server.start()  # empty: it kept nothing on disk
         assert store.problem is None
         store.cache_put(key(), HITS, now=NOW, ttl=3600)
-        assert store.cache_get(key(), now=NOW) == HITS
-        assert store.reserve("tavily", day=DAY, cap=10)
+        assert store.cache_get(key(), now=NOW) == Cached(tuple(HITS), NOW + 3600)
+        assert spend(store, cap=10) == "shared"
     with redis_server.client() as client:
         # 2 local credits and 1 more than reserved for the call in flight, then this one.
         assert client.get("sift:cap:tavily:2025-11-30") == b"4"
@@ -335,3 +347,22 @@ def test_a_slow_store_fails_each_late_operation_and_is_down_after_three_in_a_row
         ]
     time.sleep(max(0.0, paused_until + 0.1 - time.monotonic()))
     assert store.problem is None
+
+
+def test_a_reservation_settles_in_the_ledger_that_booked_it_once_the_store_is_back(
+    open_shared: Callable[..., RedisStore],
+    redis_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)
+    store = open_shared()
+    assert spend(store, cap=10) == "shared"
+    redis_server.kill()
+    local = store.reserve("tavily", day=DAY, cap=10, credits=2)
+    assert local is not None and local.ledger == "memory"
+    redis_server.start()
+    store.settle(local, actual=2)  # the store is back: still the local ledger's to hand over
+    assert spend(store, cap=10) == "shared"
+    with redis_server.client() as client:
+        assert client.get("sift:cap:tavily:2025-11-30") == b"3"  # restarted empty: 2 + 1
+    assert store.daily_credits(day=DAY) == {"tavily": 3}
