@@ -195,17 +195,28 @@ class RedisStore:
         value_key, lock_key = self._search_key(key), self._fill_key(key)
         deadline = time.monotonic() + self._fill_wait
         while True:
-            value = self._cache_call(lambda client: client.get(value_key))
-            if value is not None:
-                cached = _decode(cast(bytes, value))
-                if cached.expires > now:
-                    return cached
-            locked = self._cache_call(
+            cached = self._fresh(value_key, now)
+            if cached is not None:
+                return cached
+            if self._cache_call(
                 lambda client: client.set(lock_key, b"1", nx=True, px=self._fill_ms)
-            )
-            if locked or time.monotonic() >= deadline:
+            ):
+                # A fill may have landed (dropping its lock) between the read and the lock.
+                cached = self._fresh(value_key, now)
+                if cached is not None:
+                    self._cache_call(lambda client: client.delete(lock_key))
+                return cached
+            if time.monotonic() >= deadline:
                 return None
             time.sleep(FILL_POLL)
+
+    def _fresh(self, value_key: str, now: float) -> Cached | None:
+        """Read an entry, or None when it is absent or expired by the caller's clock."""
+        value = self._cache_call(lambda client: client.get(value_key))
+        if value is None:
+            return None
+        cached = _decode(cast(bytes, value))
+        return cached if cached.expires > now else None
 
     def cache_put(self, key: str, hits: Sequence[Hit], *, now: float, ttl: float) -> None:
         """Store hits under `key` until `expiry(now, ttl)`, on the server too; drop the lock."""

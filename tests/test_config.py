@@ -157,7 +157,7 @@ def test_userinfo_password_never_echoed(tmp_path: Path) -> None:
 
 
 def test_a_store_url_names_a_shared_store_of_the_redis_protocol(tmp_path: Path) -> None:
-    assert load_config(str(tmp_path / "absent.toml")).store == "sqlite"
+    assert load_config(write(tmp_path, "")).store == "sqlite"
     for url in ("redis://10.0.0.5:6379/2", "rediss://cache.internal", "valkey://sift@vk:6380"):
         text = f'[server]\nstore = "{url}"\nstore_prefix = "fleet:"\nstore_fallback_share = 1'
         config = load_config(write(tmp_path, text))
