@@ -412,8 +412,7 @@ def open_redis_store(
 ) -> RedisStore:
     """Connect to a Redis-protocol store named by a config URL; never raises on a store fault."""
     parts = urlsplit(url)
-    host, port = parts.hostname or "localhost", parts.port or 6379
-    db = int(parts.path.strip("/") or 0)
+    host, port, db = _address(url)
     client = redis.Redis(
         host=host,
         port=port,
@@ -427,7 +426,7 @@ def open_redis_store(
         driver_info=None,  # no CLIENT SETINFO round trips on each new connection
         protocol=2,
     )
-    where = f"{host}:{port}/{db}"
+    where = describe_url(url)
     store = RedisStore(
         client,
         where=where,
@@ -439,6 +438,17 @@ def open_redis_store(
     if store.problem is None:  # a store down at start is logged and used once it is back
         _check_eviction(client, where)
     return store
+
+
+def describe_url(url: str) -> str:
+    """Name a store URL for logs: `host:port/db`, never its user or anything else."""
+    host, port, db = _address(url)
+    return f"{host}:{port}/{db}"
+
+
+def _address(url: str) -> tuple[str, int, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "localhost", parts.port or 6379, int(parts.path.strip("/") or 0)
 
 
 def _check_eviction(client: redis.Redis, where: str) -> None:

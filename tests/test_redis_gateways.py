@@ -190,7 +190,8 @@ def test_the_store_killed_under_load_then_restarted(
     assert search(urls[0], "recovered")["cached"] is False
     assert search(urls[1], "recovered")["cached"] is True
     output = gateways.output()
-    assert "store: redis unreachable at 127.0.0.1:" in output
+    assert f"; store: redis 127.0.0.1:{shared_redis.port}/0\n" in output  # the start line
+    assert f"store: redis unreachable at 127.0.0.1:{shared_redis.port}/0;" in output
     assert "reachable again" in output
     assert "Traceback" not in output
 

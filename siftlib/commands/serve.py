@@ -128,4 +128,8 @@ def describe(config: Config, store: Store) -> str:
     """Return the start-up line: the enabled sources with their URLs, and the store."""
     sources = ", ".join(f"{s.name} {s.url}" for s in config.enabled_sources) or "none"
     fault = f" ({store.problem})" if store.problem else ""
-    return f"sources: {sources}; store: SQLite {config.db}{fault}"
+    if config.store_kind == "sqlite":
+        return f"sources: {sources}; store: SQLite {config.db}{fault}"
+    from siftlib.redis_store import describe_url
+
+    return f"sources: {sources}; store: redis {describe_url(config.store)}{fault}"
