@@ -72,8 +72,9 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from siftlib.config import SOURCE_ORDER
+from siftlib.errors import StoreError
 from siftlib.hits import Hit
-from siftlib.store import Cached, Reservation, StoreError, decode_hits, encode_hits, expiry
+from siftlib.store import Cached, Reservation, decode_hits, encode_hits, expiry
 
 log = logging.getLogger("sift")
 

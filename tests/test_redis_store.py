@@ -12,9 +12,10 @@ import pytest
 from rediskit import RedisServer
 
 from siftlib import redis_store
+from siftlib.errors import StoreError
 from siftlib.hits import Hit
 from siftlib.redis_store import RedisStore, open_redis_store
-from siftlib.store import Cached, Reservation, StoreError, cache_key
+from siftlib.store import Cached, Reservation, cache_key
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
 DAY = "2025-11-30"
