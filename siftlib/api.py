@@ -1,5 +1,8 @@
 """The gateway's API as pure functions: bodies into search requests, outcomes into answers.
 
+The fetch routes' bodies and answers are `siftlib.scrape`'s; their routes and error shape
+are here with the rest.
+
     body = decode_body(b'{"query": "sqlite wal", "k": 3}')
     request = native_request(body, caller="ops", default_k=8)     # or firecrawl_request(...)
     answer = firecrawl_answer(searcher.search(request))           # or native_answer(...)
@@ -32,9 +35,13 @@ FIRECRAWL_MAX_LIMIT = 20
 ROUTES = {
     "/v1/search": ("POST",),
     "/v2/search": ("POST",),
+    "/v1/fetch": ("POST",),
+    "/v2/scrape": ("POST",),
     "/healthz": ("GET",),
     "/metrics": ("GET",),
 }
+FETCH_ROUTES = frozenset(("/v1/fetch", "/v2/scrape"))
+FIRECRAWL_ROUTES = frozenset(("/v2/search", "/v2/scrape"))
 
 
 class Rejected(Exception):
@@ -126,13 +133,22 @@ def health_answer(degraded: list[str], *, any_source: bool, store: str) -> dict[
 
 
 def error_payload(exc: Rejected, *, route: str) -> dict[str, object]:
-    """Return the JSON body of an error answer, Firecrawl's shape on `/v2/search`."""
-    payload: dict[str, object] = {"error": exc.error}
-    if exc.details:
-        payload["details"] = exc.details
-    if exc.warnings is not None:
-        payload["warnings"] = exc.warnings
-    return {"success": False, **payload} if route == "/v2/search" else payload
+    """Return the JSON body of an error answer, Firecrawl's shape on the `/v2` routes.
+
+    The fetch routes answer `{"error": "<sentence>", "code": "<label>"}` (fetch.md §4.2),
+    the sentence starting with its label; their bodies are requests, not queries.
+    """
+    payload: dict[str, object]
+    if route in FETCH_ROUTES:
+        label = "invalid request" if exc.error == "invalid query" else exc.error
+        payload = {"error": f"{label}: {exc.details}" if exc.details else label, "code": label}
+    else:
+        payload = {"error": exc.error}
+        if exc.details:
+            payload["details"] = exc.details
+        if exc.warnings is not None:
+            payload["warnings"] = exc.warnings
+    return {"success": False, **payload} if route in FIRECRAWL_ROUTES else payload
 
 
 def error_headers(exc: Rejected, *, route: str) -> dict[str, str]:

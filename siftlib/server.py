@@ -1,4 +1,4 @@
-"""The HTTP gateway: native `/v1/search`, Firecrawl-compatible `/v2/search`, health, metrics.
+"""The HTTP gateway: `/v1/search`, `/v2/search`, `/v1/fetch`, `/v2/scrape`, health, metrics.
 
     server = GatewayServer(("127.0.0.1", 8787), searcher, callers={"ops": "t0k3n"}, default_k=8)
     server.serve_forever()          # SIGTERM → server.shutdown(); then server.drain(); close
@@ -21,9 +21,11 @@ Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (
   cache-hit throughput); one deadline thread answers 503 for any search still running
   `deadline` seconds after its request started, and the late outcome is dropped. The search
   keeps its slot until the pipeline's own deadline ends it, so the bound stays honest;
+- fetches share the search slots; a fetch's deadline is its own (`min(request timeout,
+  fetch.timeout)`) plus `FETCH_MARGIN`, past which the watchdog answers 408 `deadline`;
 - never a 502 (the Firecrawl SDK retries only on 502, tripling upstream spend): statuses are
-  400, 401, 404, 405, 413, 422, 431, 503, 505, and 500 with a fixed body for anything
-  unexpected.
+  400, 401, 404, 405, 408, 413, 415, 422, 431, 503, 505, and 500 (a fetch that failed,
+  `fetch failed: <kind>`, or a fixed body for anything unexpected).
 
 Decisions the spec leaves open:
 - Route before auth: an unknown path is a 404 and a wrong method a 405 (with `Allow`) even
@@ -54,7 +56,7 @@ from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from siftlib import __version__, api, wire
 from siftlib.api import ROUTES, Rejected
@@ -63,9 +65,13 @@ from siftlib.metrics import visible_to
 from siftlib.watchdog import Watchdog
 
 if TYPE_CHECKING:
+    from siftlib.fetch import Fetcher, FetchRequest, FetchResult
     from siftlib.pipeline import Searcher, SearchRequest, SearchResponse
 
 log = logging.getLogger("sift.http")
+_T = TypeVar("_T")
+# Past a fetch's own deadline: the conversion and the answer itself.
+FETCH_MARGIN = 2.0
 
 _METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 _LOGGABLE = frozenset((*ROUTES, *_METHODS, "other"))
@@ -126,10 +132,12 @@ class GatewayServer(ThreadingHTTPServer):
         max_searches: int = 32,
         queue_wait: float = 1.0,
         max_connections: int = 256,
+        fetcher: Fetcher | None = None,
     ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
         self.searcher = searcher
+        self.fetcher = fetcher  # None: fetch is disabled, its routes answer 404
         self.callers = [(name, token.encode()) for name, token in sorted(callers.items())]
         self.restricted = frozenset(restricted)
         self.default_k = default_k
@@ -183,14 +191,34 @@ class GatewayServer(ThreadingHTTPServer):
         Past the deadline, the deadline thread calls `on_expiry` (which answers 503) while
         the search runs on; its late outcome is then dropped with `AlreadyAnswered`.
         """
+        return self._bounded(
+            lambda: self.searcher.search(request), started + self.deadline, on_expiry
+        )
+
+    def run_fetch(
+        self, request: FetchRequest, *, started: float, on_expiry: Callable[[], None]
+    ) -> FetchResult:
+        """Run one fetch on this thread, in a search slot, under its own deadline plus a margin."""
+        fetcher = self.fetcher
+        if fetcher is None:
+            raise Rejected(HTTPStatus.NOT_FOUND, "not found", "fetch is disabled in the config")
+        limit = fetcher.settings.timeout
+        if request.timeout is not None:
+            limit = min(limit, request.timeout)
+        return self._bounded(
+            lambda: fetcher.fetch(request), started + limit + FETCH_MARGIN, on_expiry
+        )
+
+    def _bounded(self, work: Callable[[], _T], due: float, on_expiry: Callable[[], None]) -> _T:
+        """Run `work` in a slot; past `due` the watchdog answers for it (`on_expiry`)."""
         try:
             self._slots.get(timeout=self.queue_wait)
         except queue.Empty:
             self.searcher.metrics.inc("http_shed", reason="busy")
             raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "server busy, retry") from None
-        watch = self.watchdog.watch(started + self.deadline, on_expiry)
+        watch = self.watchdog.watch(due, on_expiry)
         try:
-            response = self.searcher.search(request)
+            response = work()
         except BaseException:
             if watch.settle():
                 raise
@@ -384,6 +412,8 @@ class Handler(BaseHTTPRequestHandler):
                 snapshot = server.searcher.metrics_snapshot()
                 answer = visible_to(snapshot, viewer=caller, restricted=server.restricted)
                 self._send_json(HTTPStatus.OK, answer)
+            elif route in api.FETCH_ROUTES:
+                self._fetch(route, caller, started)
             elif route == "/v1/search":
                 request = api.native_request(
                     self._read_body(), caller=caller, default_k=server.default_k
@@ -409,6 +439,27 @@ class Handler(BaseHTTPRequestHandler):
             self._reject(Rejected(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error"))
         finally:
             server.request_finished()
+
+    def _fetch(self, route: str, caller: str, started: float) -> None:
+        """Serve `/v1/fetch` or `/v2/scrape`: a refused or failed fetch is an answer too."""
+        from siftlib import scrape
+        from siftlib.errors import Blocked, FetchFailed
+
+        body = self._read_body()
+        firecrawl = route == "/v2/scrape"
+        try:
+            if firecrawl:
+                asked = scrape.firecrawl_request(body, caller=caller)
+                request = asked.fetch
+            else:
+                request = scrape.native_request(body, caller=caller)
+            result = self.server.run_fetch(request, started=started, on_expiry=self._answer_late)
+        except (Blocked, FetchFailed, QueryError) as exc:
+            status, payload = scrape.failure(exc, firecrawl=firecrawl)
+            self._send_json(HTTPStatus(status), payload)
+            return
+        answer = scrape.firecrawl_answer(result, asked) if firecrawl else result.to_native()
+        self._send_json(HTTPStatus.OK, answer)
 
     def _search(self, request: SearchRequest, started: float) -> SearchResponse:
         return self.server.run_search(request, started=started, on_expiry=self._answer_late)
@@ -440,13 +491,23 @@ class Handler(BaseHTTPRequestHandler):
         self._send_json(exc.status, api.error_payload(exc, route=route), headers=headers)
 
     def _answer_late(self) -> None:
-        """Answer 503 from the deadline thread while the search runs on (never blocks)."""
-        rejected = Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded")
-        data = self._encode(
-            rejected.status, api.error_payload(rejected, route=self.route), {}, True
-        )
+        """Answer from the deadline thread while the work runs on (never blocks).
+
+        A search past its deadline is a 503; a fetch a 408 `deadline` (fetch.md §4.2).
+        """
+        route = self.route
+        if route in api.FETCH_ROUTES:
+            from siftlib.errors import FetchFailed
+            from siftlib.scrape import failure
+
+            code, payload = failure(FetchFailed("deadline"), firecrawl=route == "/v2/scrape")
+            status = HTTPStatus(code)
+        else:
+            rejected = Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded")
+            status, payload = rejected.status, api.error_payload(rejected, route=route)
+        data = self._encode(status, payload, {}, True)
         self.server.searcher.metrics.inc("http_shed", reason="deadline")
-        self._count(rejected.status)
+        self._count(status)
         with suppress(OSError):
             self.connection.send(data, socket.MSG_DONTWAIT)
             self.connection.shutdown(socket.SHUT_WR)

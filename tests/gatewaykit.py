@@ -22,7 +22,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from siftlib.config import Secrets, load_config
+from siftlib.config import FetchConfig, Secrets, load_config
+from siftlib.fetch import Fetcher
 from siftlib.metrics import Metrics
 from siftlib.pipeline import Searcher
 from siftlib.server import GatewayServer
@@ -137,6 +138,8 @@ class Gateway:
         self.server.shutdown()
         self.server.drain(timeout=30)
         self.server.server_close()
+        if self.server.fetcher is not None:
+            self.server.fetcher.close()
         self.searcher.close()
         self.store.close()
 
@@ -187,6 +190,7 @@ def gateway(
     timeout: str = "3s",
     tavily_cap: int | None = None,
     searcher_factory: Callable[[Searcher], Any] | None = None,
+    fetch: FetchConfig | None = None,
     **server_options: Any,
 ) -> Iterator[Gateway]:
     """Run a gateway on 127.0.0.1:<free port> over the given upstreams, then stop it."""
@@ -213,6 +217,10 @@ def gateway(
     )
     served = searcher_factory(searcher) if searcher_factory else searcher
     options: dict[str, Any] = {"deadline": config.timeout + 2.0, "default_k": config.k}
+    if fetch is not None:  # the fetch routes, with this [fetch] table (loopback pages: `allow`)
+        options["fetcher"] = Fetcher(
+            fetch, metrics=searcher.metrics, restricted=config.permit_restricted
+        )
     options.update(server_options)
     server = GatewayServer(
         ("127.0.0.1", 0),

@@ -138,3 +138,42 @@ def test_exit_5_when_the_server_is_unreachable(
     code = main(["fetch", "https://example.org/", "--server", f"http://127.0.0.1:{port}"])
     assert code == 5
     assert "unreachable" in capsys.readouterr().err
+
+
+def test_client_mode_reads_through_the_gateway(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gatewaykit import gateway
+
+    from siftlib.config import FetchConfig
+
+    monkeypatch.setenv("SIFT_TOKEN", "cli-token")
+    with (
+        PageServer(
+            {"/a": page(ARTICLE), "/f.pdf": page(b"%PDF", content_type="application/pdf")}
+        ) as site,
+        gateway(
+            tmp_path, callers={"cli": "cli-token"}, fetch=FetchConfig(allow=(site.allow,))
+        ) as gw,
+        Listener() as idle,
+    ):
+        assert main(["fetch", site.url + "/a", "--server", gw.url]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("# Reading pages\n")
+        blocked = main(["fetch", f"http://127.0.0.1:{idle.port}/", "--server", gw.url])
+        blocked_err = capsys.readouterr().err
+        unsupported = main(["fetch", site.url + "/f.pdf", "--server", gw.url])
+        unsupported_err = capsys.readouterr().err
+        invalid = main(["fetch", "nope", "--server", gw.url])
+        invalid_err = capsys.readouterr().err
+        monkeypatch.setenv("SIFT_TOKEN", "wrong")
+        refused = main(["fetch", site.url + "/a", "--server", gw.url])
+        refused_err = capsys.readouterr().err
+    assert (blocked, blocked_err) == (4, "sift fetch: blocked: 127.0.0.1 is a loopback address\n")
+    assert (unsupported, unsupported_err) == (
+        4,
+        "sift fetch: unsupported content type: application/pdf\n",
+    )
+    assert invalid == 2 and "invalid url" in invalid_err
+    assert refused == 3 and "refused the request (401)" in refused_err
+    assert idle.connections == 0

@@ -334,7 +334,7 @@ def test_an_internal_error_is_a_plain_500_without_a_traceback(
 
 @pytest.mark.parametrize(
     ("method", "path"),
-    [("GET", "/"), ("POST", "/v1/scrape"), ("POST", "/v2/scrape"), ("GET", "/v2/search/x")],
+    [("GET", "/"), ("POST", "/v1/scrape"), ("POST", "/v2/crawl"), ("GET", "/v2/search/x")],
 )
 def test_unknown_paths_are_404(gw: Gateway, method: str, path: str) -> None:
     reply = call(gw.url, method, path, token=TOKEN)

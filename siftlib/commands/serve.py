@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from siftlib.config import Config
+    from siftlib.fetch import Fetcher
+    from siftlib.metrics import Metrics
     from siftlib.store import Store
 
 # The margin past the per-source timeout: fan-out, merge, cache write and the answer itself.
@@ -76,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         metrics=Metrics(),
         allow_private_upstreams=args.allow_private_upstreams,
     )
+    fetcher = open_fetcher(config, searcher.metrics)
     try:
         server = GatewayServer(
             (host, port),
@@ -84,8 +87,11 @@ def run(args: argparse.Namespace) -> int:
             restricted=config.permit_restricted,
             default_k=config.k,
             deadline=config.timeout + DEADLINE_MARGIN,
+            fetcher=fetcher,
         )
     except OSError as exc:
+        if fetcher is not None:
+            fetcher.close()
         searcher.close()
         store.close()
         why = exc.strerror or type(exc).__name__
@@ -112,6 +118,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         finished = server.drain(timeout=server.deadline + server.socket_timeout)
         server.server_close()
+        if fetcher is not None:
+            fetcher.close()
         searcher.close()
         store.close()
     for handler in logging.getLogger().handlers:
@@ -122,6 +130,25 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     return 0
+
+
+def open_fetcher(config: Config, metrics: Metrics) -> Fetcher | None:
+    """Return the gateway's fetcher (None when `[fetch] enabled = false`), warming up its imports.
+
+    The first conversion imports lxml and trafilatura (~0.3 s): do it now, off the serve loop.
+    """
+    if not config.fetch.enabled:
+        return None
+    from siftlib.fetch import Fetcher
+
+    threading.Thread(target=_import_converter, name="sift-warm", daemon=True).start()
+    return Fetcher(config.fetch, metrics=metrics, restricted=config.permit_restricted)
+
+
+def _import_converter() -> None:
+    import trafilatura  # noqa: F401
+
+    import siftlib.convert  # noqa: F401
 
 
 def describe(config: Config, store: Store) -> str:
