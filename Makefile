@@ -9,7 +9,7 @@ MCP_SDK_2 := mcp==2.3.0
 MCP_SDK_1 := mcp==1.26.0
 MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
 
-.PHONY: install test lint bench clean serve contract demo redis-server wrk
+.PHONY: install test lint bench clean serve contract demo dist redis-server wrk
 
 install: $(STAMP)
 
@@ -28,8 +28,19 @@ $(CONTRACT_STAMP): pyproject.toml $(STAMP)
 	.venv-mcp$*/bin/python -m pip install -q -e . '$(MCP_SDK_$*)' 'pytest>=8' 'pytest-httpserver>=1.0'
 	touch $@
 
-test: install redis-server
+# Wheels of sift's runtime dependencies, so tests/test_install.py installs offline.
+WHEELHOUSE := $(VENV)/wheelhouse
+
+$(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
+	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) .
+	touch $@
+
+test: install redis-server $(WHEELHOUSE)/.done
 	$(BIN)/python -m pytest -q
+
+# dist/sift-<version>-py3-none-any.whl: what an agent's machine or /opt/sift/.venv installs.
+dist: install
+	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 
 lint: install
 	$(BIN)/ruff check .
@@ -64,4 +75,4 @@ redis-server wrk:
 		&& break; sleep 10; done; }; command -v $@ >/dev/null || echo "make: cannot install $@"
 
 clean:
-	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .pytest_cache .mypy_cache .ruff_cache dist build

@@ -1,0 +1,94 @@
+"""The README's install steps, run as written in a fresh virtual environment, offline.
+
+The steps are read from the README block marked `install-steps`; only the paths move into a
+temporary directory (/opt/sift, /etc/sift), `python3` is this interpreter, and `pip install`
+takes sift's runtime dependencies from `.venv/wheelhouse` (built by `make test`) instead of
+the package index. `make dist` is the same `pip wheel --no-deps` on a copy of the clone,
+without build isolation (which would fetch setuptools). The fresh install then searches a
+fake SearXNG, so the wheel is proven to carry everything a search needs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gatewaykit import FakeUpstream
+
+REPO = Path(__file__).resolve().parent.parent
+WHEELHOUSE = REPO / ".venv" / "wheelhouse"
+
+
+def install_steps() -> list[str]:
+    """Return the command lines of the README's `install-steps` block."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"<!-- install-steps:.*?-->\n```bash\n(.*?)```", text, re.DOTALL)
+    assert found, "README.md has no install-steps block"
+    return [line.strip() for line in found.group(1).splitlines() if line.strip()]
+
+
+def run(argv: list[str], *, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    done = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"{shlex.join(argv)}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def test_the_readme_install_steps_work_in_a_fresh_venv(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    if not WHEELHOUSE.is_dir():
+        pytest.fail(f"{WHEELHOUSE} is missing: `make test` builds it (the dependencies' wheels)")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for name in ("pyproject.toml", "README.md", "sift.py"):
+        shutil.copy(REPO / name, clone / name)
+    shutil.copytree(
+        REPO / "siftlib", clone / "siftlib", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    moved = {
+        "/opt/sift": str(tmp_path / "opt" / "sift"),
+        "/etc/sift": str(tmp_path / "etc" / "sift"),
+    }
+
+    steps = install_steps()
+    assert steps[0] == "make dist"
+    wheel = "sift-0.1.0-py3-none-any.whl"  # the name the README promises
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "-w", "dist", "."], cwd=clone)  # fmt: skip
+    assert (clone / "dist" / wheel).is_file()
+    outputs = []
+    for step in steps[1:]:
+        for old, new in moved.items():
+            step = step.replace(old, new)
+        argv = shlex.split(step)
+        if argv[0] == "python3":
+            argv[0] = sys.executable
+        if argv[0].endswith("/pip") and argv[1] == "install":
+            argv += ["--no-index", "--find-links", str(WHEELHOUSE)]
+        outputs.append(run(argv, cwd=clone).stdout)
+
+    etc, venv_bin = Path(moved["/etc/sift"]), Path(moved["/opt/sift"]) / ".venv" / "bin"
+    assert outputs[-1] == "sift 0.1.0\n"
+    assert stat.S_IMODE((etc / "secret.env").stat().st_mode) == 0o600
+    # The fresh install searches: every runtime dependency came with the wheel.
+    config = etc / "config.toml"
+    text = config.read_text().replace(
+        "[search.searxng]                   # a SearXNG instance with JSON output enabled; free\n"
+        "enabled = false\n"
+        'url = "http://127.0.0.1:8888"',
+        f'[search.searxng]\nenabled = true\nurl = "{searxng.url}"',
+    )
+    assert f'url = "{searxng.url}"' in text
+    config.write_text(text)
+    done = run(
+        [str(venv_bin / "sift"), "search", "sqlite", "wal", "--config", str(config)], cwd=tmp_path
+    )
+    assert "https://www.sqlite.org/wal.html" in done.stdout
