@@ -9,7 +9,7 @@ MCP_SDK_2 := mcp==2.3.0
 MCP_SDK_1 := mcp==1.26.0
 MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
 
-.PHONY: install test lint bench clean serve contract demo dist redis-server wrk
+.PHONY: install test lint bench clean serve contract demo dist redis-server wrk chromium
 
 install: $(STAMP)
 
@@ -35,7 +35,7 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) .
 	touch $@
 
-test: install redis-server $(WHEELHOUSE)/.done
+test: install redis-server chromium $(WHEELHOUSE)/.done
 	$(BIN)/python -m pytest -q
 
 # dist/sift-<version>-py3-none-any.whl: what an agent's machine or /opt/sift/.venv installs.
@@ -65,10 +65,11 @@ contract: $(CONTRACT_STAMP) $(MCP_STAMPS)
 demo: $(CONTRACT_STAMP)
 	$(BIN)/python testdata/demo/demo.py
 
-# The shared-store tests start a real redis-server, and the bench drives gateways with wrk:
-# Debian packages, installed when missing (apt-get retried while another install holds its lock).
+# The shared-store tests start a real redis-server, the bench drives gateways with wrk, and
+# the report's browser test renders in chromium: Debian packages, installed when missing
+# (apt-get retried while another install holds its lock).
 # Without root or apt the tests that need it skip, saying why (and fail under CI).
-redis-server wrk:
+redis-server wrk chromium:
 	@command -v $@ >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& for i in 1 2 3 4 5 6; do \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $@; } \

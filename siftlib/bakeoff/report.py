@@ -1,12 +1,16 @@
 """The bake-off report: `report.md` and a self-contained `report.html` from a scoreboard.
 
-The HTML page carries its CSS and an inline SVG chart — hit rates on the left, latency on the
-right, one row per configuration — and loads nothing, so it can be mailed or archived as is.
+The HTML page carries its CSS and an inline SVG chart — a hit-rate panel over a latency panel,
+one row per configuration, each on an axis with a scale (0–100 %; round millisecond steps up
+to the slowest p90) — and loads nothing, so it can be mailed or archived as is. It holds at
+600 px wide: the chart is 540 units wide and scales down, the wide table scrolls in its box.
 Both files are derived: scoring again rewrites them.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from fractions import Fraction
 from html import escape
 from pathlib import Path
@@ -19,6 +23,8 @@ RULE = (
     "broken by lower cost per query (Tavily credits plus Brave calls), then lower p90 latency."
 )
 NO_WINNER = "no configuration ran every query."
+# The chart's geometry in SVG units: labels, a bar panel, room for the value after a bar.
+_LABEL_W, _PANEL_W, _RIGHT, _ROW_H = 160, 310, 70, 34
 COLUMNS = (
     "configuration",
     "pack",
@@ -100,55 +106,145 @@ def render_markdown(board: Scoreboard) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def chart_svg(scores: tuple[ConfigScore, ...], winner: str | None) -> str:
-    """Return an SVG bar chart: hit rates (left) and p50/p90 latency (right) per configuration."""
-    label_w, panel_w, gap, row_h, top = 190, 260, 70, 50, 48
-    left, right = label_w, label_w + panel_w + gap
-    width, height = right + panel_w + 80, top + row_h * len(scores) + 10
-    slowest = max((s.p90_ms or 0 for s in scores), default=0) or 1
+@dataclass(frozen=True)
+class _Bar:
+    """One bar of a chart row: its value in axis units, its label, colour and thickness."""
+
+    value: float | None
+    label: str
+    colour: str
+    height: int
+
+
+def nice_ticks(top: float, *, count: int = 4) -> list[float]:
+    """Return 0 and round ticks (1, 2 or 5 × 10ⁿ apart), about `count` of them, reaching `top`."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / count
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 5, 10) if m * magnitude >= raw)
+    return [i * step for i in range(math.ceil(top / step - 1e-9) + 1)]
+
+
+def _panel(
+    title: str,
+    legend: list[tuple[str, str]],
+    rows: list[tuple[str, bool, list[_Bar]]],
+    ticks: list[float],
+    unit: str,
+    top: int,
+) -> tuple[list[str], int]:
+    """Draw one chart panel from `top`: title, legend, a row of bars per label, a scaled axis."""
+    left, end = _LABEL_W, _LABEL_W + _PANEL_W
+    legend_text = "  ".join(f'<tspan fill="{colour}">■ {name}</tspan>' for name, colour in legend)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" font-family="sans-serif" font-size="13">',
-        "<title>Hit rate and latency per configuration</title>",
-        f'<text x="{left}" y="18" font-weight="bold">hit rate</text>',
-        f'<text x="{left}" y="34" font-size="11">'
-        f'<tspan fill="#2b6cb0">■ judged</tspan>  <tspan fill="#63b3ed">■ target</tspan></text>',
-        f'<text x="{right}" y="18" font-weight="bold">latency (ms)</text>',
-        f'<text x="{right}" y="34" font-size="11">'
-        f'<tspan fill="#c05621">■ p50</tspan>  <tspan fill="#f6ad55">■ p90</tspan></text>',
-        f'<line x1="{left}" y1="{top - 6}" x2="{left}" y2="{height - 6}" stroke="#999"/>',
-        f'<line x1="{right}" y1="{top - 6}" x2="{right}" y2="{height - 6}" stroke="#999"/>',
+        f'<text x="{left}" y="{top + 14}" font-weight="bold">{title}</text>',
+        f'<text x="{end}" y="{top + 14}" font-size="11" text-anchor="end">{legend_text}</text>',
     ]
-    for i, score in enumerate(scores):
-        y = top + i * row_h
-        name = escape(score.config) + (" ★" if score.config == winner else "")
-        weight = ' font-weight="bold"' if score.config == winner else ""
-        parts.append(f'<text x="{left - 10}" y="{y + 18}" text-anchor="end"{weight}>{name}</text>')
-        bars = [
-            (left, y, 16, score.judged_hit_rate, "#2b6cb0", panel_w),
-            (left, y + 20, 10, score.target_hit_rate, "#63b3ed", panel_w),
+    rows_top = top + 26
+    axis_y = rows_top + _ROW_H * len(rows)
+    scale = ticks[-1]
+    for tick in ticks:  # grid first, so the bars are drawn over it
+        x = left + tick / scale * _PANEL_W
+        parts += [
+            f'<line x1="{x:.1f}" y1="{rows_top - 4}" x2="{x:.1f}" y2="{axis_y}" stroke="#e2e8f0"/>',
+            f'<line x1="{x:.1f}" y1="{axis_y}" x2="{x:.1f}" y2="{axis_y + 4}" stroke="#666"/>',
+            f'<text x="{x:.1f}" y="{axis_y + 16}" font-size="11" text-anchor="middle">'
+            f"{tick:g}{unit}</text>",
         ]
-        for x, by, h, rate, colour, span in bars:
-            w = 0.0 if rate is None else float(rate) * span
-            value = "n/a" if rate is None else f"{float(rate) * 100:.0f}%"
-            parts.append(f'<rect x="{x}" y="{by}" width="{w:.1f}" height="{h}" fill="{colour}"/>')
+    parts += [
+        f'<line x1="{left}" y1="{axis_y}" x2="{end}" y2="{axis_y}" stroke="#666"/>',
+        f'<line x1="{left}" y1="{rows_top - 4}" x2="{left}" y2="{axis_y}" stroke="#666"/>',
+    ]
+    for i, (label, bold, bars) in enumerate(rows):
+        y = rows_top + i * _ROW_H
+        weight = ' font-weight="bold"' if bold else ""
+        parts.append(f'<text x="{left - 8}" y="{y + 13}" text-anchor="end"{weight}>{label}</text>')
+        by = y
+        for bar in bars:
+            w = 0.0 if bar.value is None else min(bar.value / scale, 1.0) * _PANEL_W
             parts.append(
-                f'<text x="{x + w + 4:.1f}" y="{by + h - 2}" font-size="11">{value}</text>'
-            )
-        for by, h, ms, colour in (
-            (y, 16, score.p50_ms, "#c05621"),
-            (y + 20, 10, score.p90_ms, "#f6ad55"),
-        ):
-            w = 0.0 if ms is None else ms / slowest * panel_w
-            value = "n/a" if ms is None else str(ms)
-            parts.append(
-                f'<rect x="{right}" y="{by}" width="{w:.1f}" height="{h}" fill="{colour}"/>'
+                f'<rect x="{left}" y="{by}" width="{w:.1f}" height="{bar.height}" '
+                f'fill="{bar.colour}"/>'
             )
             parts.append(
-                f'<text x="{right + w + 4:.1f}" y="{by + h - 2}" font-size="11">{value}</text>'
+                f'<text x="{left + w + 4:.1f}" y="{by + bar.height - 1}" font-size="11">'
+                f"{bar.label}</text>"
             )
-    parts.append("</svg>")
-    return "\n".join(parts)
+            by += bar.height + 3
+    return parts, axis_y + 24 - top
+
+
+def chart_svg(scores: tuple[ConfigScore, ...], winner: str | None) -> str:
+    """Return an SVG chart: hit rates, then p50/p90 latency, per configuration, on scaled axes.
+
+    The panels are stacked, 540 units wide, so the chart holds in a 600 px wide window; CSS
+    scales it down further on anything narrower.
+    """
+
+    rate_rows = []
+    latency_rows = []
+    for score in scores:
+        won = score.config == winner
+        name = escape(score.config) + (" ★" if won else "")
+        judged, target = score.judged_hit_rate, score.target_hit_rate
+        rate_rows.append(
+            (
+                name,
+                won,
+                [
+                    _Bar(_percent(judged), _pct(judged), "#2b6cb0", 14),
+                    _Bar(_percent(target), _pct(target), "#63b3ed", 9),
+                ],
+            )
+        )
+        latency_rows.append(
+            (
+                name,
+                won,
+                [
+                    _Bar(score.p50_ms, _ms(score.p50_ms), "#c05621", 14),
+                    _Bar(score.p90_ms, _ms(score.p90_ms), "#f6ad55", 9),
+                ],
+            )
+        )
+    slowest = max((s.p90_ms or 0 for s in scores), default=0)
+    rates, rates_h = _panel(
+        "hit rate",
+        [("judged", "#2b6cb0"), ("target", "#63b3ed")],
+        rate_rows,
+        [0, 25, 50, 75, 100],
+        "%",
+        0,
+    )
+    latency, latency_h = _panel(
+        "latency",
+        [("p50", "#c05621"), ("p90", "#f6ad55")],
+        latency_rows,
+        nice_ticks(slowest),
+        " ms",
+        rates_h + 12,
+    )
+    width, height = _LABEL_W + _PANEL_W + _RIGHT, rates_h + 12 + latency_h
+    return "\n".join(
+        [
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" role="img" font-family="sans-serif" '
+            'font-size="13">',
+            "<title>Hit rate and latency per configuration</title>",
+            *rates,
+            *latency,
+            "</svg>",
+        ]
+    )
+
+
+def _percent(rate: Fraction | None) -> float | None:
+    return None if rate is None else float(rate) * 100
+
+
+def _pct(rate: Fraction | None) -> str:
+    return "n/a" if rate is None else f"{float(rate) * 100:.0f}%"
 
 
 def render_html(board: Scoreboard) -> str:
@@ -176,11 +272,16 @@ def render_html(board: Scoreboard) -> str:
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>sift bake-off report</title>
 <style>
-body {{ font-family: sans-serif; margin: 2em; color: #222; }}
+body {{ font-family: sans-serif; color: #222; }}
+body {{ margin: 1.5em auto; padding: 0 1em; max-width: 60em; }}
+svg {{ display: block; max-width: 100%; height: auto; margin: 1em 0; }}
+.table {{ overflow-x: auto; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}
+th {{ font-size: 0.9em; }}
 th:first-child, td:first-child {{ text-align: left; }}
 tr.winner td {{ background: #ebf8ff; font-weight: bold; }}
 .verdict {{ font-size: 1.3em; }}
@@ -192,10 +293,10 @@ tr.winner td {{ background: #ebf8ff; font-weight: bold; }}
 <p>{escape(_summary(board))}</p>
 {winner}
 {chart_svg(board.scores, board.winner)}
-<table>
+<div class=table><table>
 <tr>{head}</tr>
 {body}
-</table>
+</table></div>
 {not_run}
 {notes}
 </body>

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from siftlib.bakeoff.report import render_html
+from siftlib.bakeoff.report import nice_ticks, render_html
 from siftlib.bakeoff.score import (
     ConfigScore,
     nearest_rank,
@@ -236,10 +236,18 @@ def test_the_html_report_is_self_contained_with_an_inline_chart(tmp_path):
     assert html.startswith("<!DOCTYPE html>")
     svg = html[html.index("<svg") : html.index("</svg>")]
     assert svg.count('fill="#2b6cb0"') == 1 + 4  # the legend, then one judged bar per config
-    assert 'font-weight="bold">searxng+brave ★</text>' in svg  # the winner is marked
+    assert svg.count('font-weight="bold">searxng+brave ★</text>') == 2  # marked in both panels
     # Judged hit-rate bars are proportional: 1/2 of the panel for searxng, all of it for +brave.
-    assert '<rect x="190" y="48" width="130.0" height="16" fill="#2b6cb0"/>' in svg
-    assert '<rect x="190" y="98" width="260.0" height="16" fill="#2b6cb0"/>' in svg
+    assert '<rect x="160" y="26" width="155.0" height="14" fill="#2b6cb0"/>' in svg
+    assert '<rect x="160" y="60" width="310.0" height="14" fill="#2b6cb0"/>' in svg
+    # Both axes carry a scale: fixed percent steps, round millisecond steps past the slowest p90.
+    for tick in ("0%", "25%", "50%", "75%", "100%"):
+        assert f'text-anchor="middle">{tick}</text>' in svg
+    slowest = max(s.p90_ms or 0 for s in score_run(run_dir).scores)
+    ticks = nice_ticks(slowest)
+    assert ticks[-1] >= slowest and ticks[0] == 0
+    for tick in ticks:
+        assert f'text-anchor="middle">{tick:g} ms</text>' in svg
     for outside in ("<script", "<link", "src=", "@import", "url(", "href="):
         assert outside not in html
 
@@ -272,3 +280,18 @@ def test_no_complete_configuration_means_no_winner(tmp_path):
     assert score_run(run_dir).winner is None
     assert main(["bakeoff", "score", str(run_dir)]) == 0
     assert "**No winner**: no configuration ran every query." in (run_dir / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("top", "ticks"),
+    [
+        (403, [0, 200, 400, 600]),
+        (400, [0, 100, 200, 300, 400]),
+        (37, [0, 10, 20, 30, 40]),
+        (3, [0, 1, 2, 3]),
+        (1800, [0, 500, 1000, 1500, 2000]),
+        (0, [0, 1]),
+    ],
+)
+def test_latency_ticks_are_round_and_reach_the_slowest(top, ticks):
+    assert nice_ticks(top) == ticks
