@@ -32,7 +32,7 @@ COMMANDS = {
         "siftlib.commands.rerank_skills_eval",
         "measure skill search on labelled queries",
     ),
-    "mcp": ("siftlib.commands.mcp", "an MCP server on stdio: web_search and skill_search tools"),
+    "mcp": ("siftlib.commands.mcp", "an MCP server on stdio: web_search, web_fetch, skill_search"),
     "bakeoff": ("siftlib.commands.bakeoff", "compare source configurations on real queries"),
     "blind": ("siftlib.commands.blind", "write blind judging packs for a bake-off run"),
 }

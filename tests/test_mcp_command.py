@@ -66,6 +66,7 @@ def test_a_session_over_stdio(env: dict[str, str], tmp_path: Path) -> None:
     assert answers[0]["result"]["serverInfo"]["name"] == "sift"
     assert [tool["name"] for tool in answers[1]["result"]["tools"]] == [
         "web_search",
+        "web_fetch",
         "skill_search",
     ]
     assert answers[2]["error"]["code"] == -32700

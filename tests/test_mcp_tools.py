@@ -52,7 +52,7 @@ def run(toolbox: Toolbox, name: str, arguments: dict[str, Any]) -> ToolResult:
 
 def test_the_tools_as_listed(box: Toolbox) -> None:
     tools = {tool.name: tool.to_wire() for tool in box.tools()}
-    assert list(tools) == ["web_search", "skill_search"]
+    assert list(tools) == ["web_search", "web_fetch", "skill_search"]
     search = tools["web_search"]
     assert search["title"] and search["description"]
     assert search["inputSchema"]["additionalProperties"] is False
@@ -67,6 +67,23 @@ def test_the_tools_as_listed(box: Toolbox) -> None:
     assert search["outputSchema"]["type"] == "object"
     assert search["annotations"] == {
         "title": "Web search",
+        "readOnlyHint": True,
+        "openWorldHint": True,
+    }
+    fetch = tools["web_fetch"]
+    assert fetch["inputSchema"]["required"] == ["url"]
+    assert fetch["inputSchema"]["additionalProperties"] is False
+    assert {
+        name: rules.get("default") for name, rules in fetch["inputSchema"]["properties"].items()
+    } == {
+        "url": None,
+        "format": "markdown",
+        "main_content": True,
+        "max_chars": 20000,
+    }
+    assert fetch["inputSchema"]["properties"]["format"]["enum"] == ["markdown", "text", "links"]
+    assert fetch["annotations"] == {
+        "title": "Read a web page",
         "readOnlyHint": True,
         "openWorldHint": True,
     }
@@ -174,6 +191,118 @@ def test_an_unreachable_gateway_says_to_fall_back(tmp_path: Path) -> None:
     assert url in result.text
 
 
+# web_fetch
+
+PAGE = (CATALOG.parents[1] / "fetch" / "docs-page.html").read_bytes()
+
+
+@pytest.fixture
+def page(httpserver: HTTPServer) -> str:
+    """A loopback HTML page; return its URL."""
+    httpserver.expect_request("/docs").respond_with_data(
+        PAGE, content_type="text/html; charset=utf-8"
+    )
+    return httpserver.url_for("/docs")
+
+
+def fetch_config(tmp_path: Path, url: str, *, enabled: bool = True) -> Path:
+    """Write a config whose `[fetch] allow` pinhole opens the page's host:port only."""
+    pinhole = url.split("/")[2]
+    path = tmp_path / "config.toml"
+    path.write_text(f'[fetch]\nenabled = {str(enabled).lower()}\nallow = ["{pinhole}"]\n')
+    return path
+
+
+def test_web_fetch_reads_a_page_as_markdown(tmp_path: Path, page: str) -> None:
+    toolbox = open_toolbox(tmp_path, config=fetch_config(tmp_path, page))
+    try:
+        result = run(toolbox, "web_fetch", {"url": page})
+        short = run(toolbox, "web_fetch", {"url": page, "max_chars": 40, "format": "text"})
+    finally:
+        toolbox.close()
+    structured = result.structured
+    assert result.is_error is False and structured is not None
+    assert set(structured) == {
+        "url",
+        "final_url",
+        "status",
+        "title",
+        "content",
+        "truncated",
+        "warnings",
+    }
+    assert structured["url"] == structured["final_url"] == page
+    assert structured["status"] == 200 and structured["truncated"] is False
+    assert structured["title"] and "#" in structured["content"]
+    assert result.text.startswith(f"{structured['title']} ({page}, status 200)\n\n")
+    assert result.text.endswith(structured["content"])
+    assert short.structured is not None and short.structured["truncated"] is True
+    assert len(short.structured["content"]) <= 40
+    assert "truncated" in short.text.splitlines()[0]
+
+
+def test_web_fetch_refusals_are_tool_errors(tmp_path: Path, page: str) -> None:
+    listener = FakeUpstream()
+    toolbox = open_toolbox(tmp_path, config=fetch_config(tmp_path, page))
+    try:
+        blocked = run(toolbox, "web_fetch", {"url": listener.url + "/secret"})
+        scheme = run(toolbox, "web_fetch", {"url": "file:///etc/passwd"})
+    finally:
+        toolbox.close()
+        listener.close()
+    assert blocked.is_error is True and blocked.text.startswith("Blocked: ")
+    assert "loopback" in blocked.text
+    assert scheme.is_error is True and scheme.structured is None
+    assert listener.calls == [] and listener.connections == 0
+
+
+def test_web_fetch_disabled_is_a_tool_error(tmp_path: Path, page: str) -> None:
+    toolbox = open_toolbox(tmp_path, config=fetch_config(tmp_path, page, enabled=False))
+    result = run(toolbox, "web_fetch", {"url": page})
+    toolbox.close()
+    assert result.is_error is True
+    assert (
+        result.text == f"Fetch is disabled: set fetch.enabled = true in {tmp_path / 'config.toml'}."
+    )
+
+
+def test_web_fetch_through_a_gateway(tmp_path: Path, httpserver: HTTPServer) -> None:
+    envelope = {
+        "url": "https://example.org/a",
+        "final_url": "https://example.org/b",
+        "status": 404,
+        "content_type": "text/html",
+        "title": "Gone",
+        "description": "",
+        "language": "en",
+        "content": "# Gone",
+        "links": [],
+        "truncated": False,
+        "warnings": [],
+        "timings": {"fetch_ms": 3, "convert_ms": 1},
+    }
+    httpserver.expect_request("/v1/fetch", method="POST").respond_with_json(envelope)
+    toolbox = open_toolbox(tmp_path, server=httpserver.url_for("/").rstrip("/"))
+    result = run(toolbox, "web_fetch", {"url": "https://example.org/a", "format": "links"})
+    toolbox.close()
+    assert result.structured == {
+        "url": "https://example.org/a",
+        "final_url": "https://example.org/b",
+        "status": 404,
+        "title": "Gone",
+        "content": "# Gone",
+        "truncated": False,
+        "warnings": [],
+    }
+    sent = json.loads(httpserver.log[0][0].data)
+    assert sent == {
+        "url": "https://example.org/a",
+        "format": "links",
+        "main_content": True,
+        "max_chars": 20000,
+    }
+
+
 # skill_search
 
 
@@ -249,7 +378,7 @@ def test_opted_in_reranking_opens_the_world_and_reorders(
     monkeypatch.setenv("TYPESAFE_API_KEY", "ts-key")
     monkeypatch.setenv("TYPESAFE_BASE_URL", httpserver.url_for("/"))
     config = tmp_path / "config.toml"
-    config.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 5000\n")
+    config.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 10000\n")
     toolbox = open_toolbox(tmp_path, config=config)
     try:
         tools = {tool.name: tool for tool in toolbox.tools()}
@@ -312,9 +441,9 @@ def test_arguments_breaking_the_schema_are_refused(arguments: object, message: s
 def test_every_listed_tool_checks_its_own_schema(box: Toolbox) -> None:
     tool: Tool
     for tool in box.tools():
+        required = tool.input_schema["required"][0]
         with pytest.raises(ArgumentError):
-            tool.check({"query": ""})
-        assert (
-            tool.check({"query": "x"})["limit"]
-            == tool.input_schema["properties"]["limit"]["default"]
-        )
+            tool.check({required: ""})
+        checked = tool.check({required: "x"})
+        for name, rules in tool.input_schema["properties"].items():
+            assert checked[name] == rules.get("default", "x")

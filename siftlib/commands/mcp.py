@@ -1,4 +1,4 @@
-"""`sift mcp`: an MCP server on stdio giving agents web search and skill search as tools.
+"""`sift mcp`: an MCP server on stdio giving agents web search, page reading and skill search.
 
 The protocol stream is the process's original stdout; file descriptor 1 is then pointed at
 stderr, so nothing else (a stray print, a library's warning) can ever reach the client.
@@ -20,7 +20,8 @@ from siftlib.commands.search import add_where_arguments
 
 INSTRUCTIONS = (
     "sift is the user's own web-search gateway and skill catalog. Use web_search first for "
-    "anything on the web, and skill_search to find a skill for a task."
+    "anything on the web, web_fetch to read a page it found, and skill_search to find a "
+    "skill for a task."
 )
 
 

@@ -11,11 +11,11 @@ text block. What the library refuses (an invalid query, no source enabled, every
 failed, an unreachable gateway) comes back as a result with `isError` and one sentence.
 
 Backends open on first use and live as long as the process: the in-process searcher (its
-store and pinned clients) or the gateway client (`--server` / `client.toml`, as
-`sift search`), and the skill session (config and catalog read once, as a `--stdio` session
-reads them). Nothing heavy is imported before a tool needs it: listing tools reads only the
-reranking consent (for `skill_search`'s open-world hint), not the catalog, and imports no
-httpx.
+store and pinned clients) and fetcher (its guard and kept connections), or the gateway
+client (`--server` / `client.toml`, as `sift search` and `sift fetch`), and the skill
+session (config and catalog read once, as a `--stdio` session reads them). Nothing heavy is
+imported before a tool needs it: listing tools reads only the reranking consent (for
+`skill_search`'s open-world hint), not the catalog, and imports no httpx.
 
 Decisions where mcp.md is silent:
 - `web_search.query` in the output is the caller's text; `position` is 1-based after fusion.
@@ -24,8 +24,11 @@ Decisions where mcp.md is silent:
   `selection` is `none` when no skill fits (nothing matched, or the reranker or the local
   ranking decided none does), else `matches`; `score` is the local relevance score in local
   mode, else the keyword score (the order is the reranker's when it decided).
-- Cancelling a `web_search` or a `skill_search` drops its answer; upstream or provider calls
-  already sent end at their own deadline (the source timeout, `timeout_ms`).
+- `web_fetch.max_chars` defaults to 20000 (mcp.md) and is capped by `fetch.max_chars`;
+  `format: links` gives the page's links, one a line, as the content. The text block is a
+  head line (title, final URL, status, truncated) and then the content itself.
+- Cancelling a call drops its answer; upstream, page or provider requests already sent end at
+  their own deadline (the source timeout, `fetch.timeout`, `timeout_ms`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from siftlib.errors import SiftError
 from siftlib.mcp.protocol import ArgumentError, Tool, ToolResult
 
 if TYPE_CHECKING:
+    from siftlib.fetch import Fetcher
     from siftlib.pipeline import Searcher
     from siftlib.skills.session import Session
 
@@ -49,6 +53,8 @@ log = logging.getLogger("sift.mcp")
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SEARCH_TIMEOUT = 30.0  # client mode: the gateway answers within its own deadline first
+FETCH_TIMEOUT = 75.0  # client mode: above the gateway's longest fetch deadline (60 s)
+FETCH_FORMATS = ("markdown", "text", "links")
 
 WEB_SEARCH = (
     "Search the web through sift, the user's own search gateway: one query goes to every "
@@ -57,6 +63,14 @@ WEB_SEARCH = (
     "titles, URLs and snippets, never page bodies (read a page with web_fetch). Write the "
     "query as you would type it into a search engine. Results may come from the gateway's "
     "cache (cached: true); warnings name providers that failed while others answered."
+)
+WEB_FETCH = (
+    "Read one web page through sift and get its text back as clean markdown (or plain text, "
+    "or the list of its links). Use it on a URL from web_search, or any http(s) URL the user "
+    "gave you. By default only the main content comes back (no navigation, ads or comment "
+    "threads); set main_content to false for the whole page. Long pages are cut at "
+    "max_chars (truncated: true). sift refuses private, local and non-web addresses and "
+    "non-text content; a refusal or a failed fetch says why in one sentence."
 )
 SKILL_SEARCH = (
     "Find the agent skill that fits a task in the local skill catalog (folders holding a "
@@ -95,6 +109,7 @@ class Toolbox:
         self._lock = threading.Lock()
         self._stack = contextlib.ExitStack()
         self._searcher: Searcher | None = None
+        self._fetcher: Fetcher | None = None
         self._session: Session | None = None
 
     def tools(self) -> list[Tool]:
@@ -144,6 +159,49 @@ class Toolbox:
                 run=self.web_search,
             ),
             _tool(
+                "web_fetch",
+                "Read a web page",
+                WEB_FETCH,
+                {
+                    "url": {
+                        "type": "string",
+                        "minLength": 1,
+                        "description": "The page to read: an http or https URL.",
+                    },
+                    "format": {
+                        "type": "string",
+                        "enum": list(FETCH_FORMATS),
+                        "default": "markdown",
+                        "description": "markdown, plain text, or the page's links one a line.",
+                    },
+                    "main_content": {
+                        "type": "boolean",
+                        "default": True,
+                        "description": "Only the main content (true) or the whole page (false).",
+                    },
+                    "max_chars": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "default": 20000,
+                        "description": "Cut the content at this many characters.",
+                    },
+                },
+                required=["url"],
+                output=_object(
+                    {
+                        "url": {"type": "string"},
+                        "final_url": {"type": "string"},
+                        "status": {"type": "integer"},
+                        "title": {"type": "string"},
+                        "content": {"type": "string"},
+                        "truncated": {"type": "boolean"},
+                        "warnings": {"type": "array", "items": {"type": "string"}},
+                    }
+                ),
+                annotations={"readOnlyHint": True, "openWorldHint": True},
+                run=self.web_fetch,
+            ),
+            _tool(
                 "skill_search",
                 "Skill search",
                 SKILL_SEARCH,
@@ -186,7 +244,7 @@ class Toolbox:
         ]
 
     def close(self) -> None:
-        """Close the searcher, its store and the skill session."""
+        """Close the searcher and its store, the fetcher and the skill session."""
         with self._lock:
             if self._session is not None:
                 self._session.close()
@@ -224,6 +282,38 @@ class Toolbox:
         cached = envelope.get("cached") is True
         structured = {"query": query, "results": results, "warnings": warnings, "cached": cached}
         return ToolResult(_search_text(results, warnings, cached), structured)
+
+    def web_fetch(self, arguments: dict[str, Any], cancel: threading.Event) -> ToolResult:
+        """Run `web_fetch`: the guarded fetch, in-process or through the gateway."""
+        url = arguments["url"]
+        asked = {
+            "url": url,
+            "format": arguments["format"],
+            "main_content": arguments["main_content"],
+            "max_chars": arguments["max_chars"],
+        }
+        try:
+            client = None if self.where.local else _client_config(self.where.server)
+            if client is not None:
+                from siftlib.client import fetch_remote
+
+                envelope = fetch_remote(client.url, client.token, asked, timeout=FETCH_TIMEOUT)
+            else:
+                from siftlib.fetch import FetchRequest
+
+                envelope = self._open_fetcher().fetch(FetchRequest(**asked)).to_native()
+        except SiftError as exc:
+            return _failure(exc)
+        structured = {
+            "url": str(envelope.get("url", url)),
+            "final_url": str(envelope.get("final_url", url)),
+            "status": int(envelope.get("status", 0)),
+            "title": str(envelope.get("title", "")),
+            "content": str(envelope.get("content", "")),
+            "truncated": envelope.get("truncated") is True,
+            "warnings": [str(w) for w in envelope.get("warnings", [])],
+        }
+        return ToolResult(_page_text(structured), structured)
 
     def skill_search(self, arguments: dict[str, Any], cancel: threading.Event) -> ToolResult:
         """Run `skill_search`: the keyword baseline, reranked when the user opted in."""
@@ -280,6 +370,22 @@ class Toolbox:
                     )
                 )
             return self._searcher
+
+    def _open_fetcher(self) -> Fetcher:
+        """Return the in-process fetcher, reading the `[fetch]` config on first use."""
+        with self._lock:
+            if self._fetcher is None:
+                from siftlib.config import load_config
+                from siftlib.errors import ConfigError
+                from siftlib.fetch import Fetcher
+
+                config = load_config(self.where.config)
+                if not config.fetch.enabled:
+                    raise ConfigError(
+                        f"fetch is disabled: set fetch.enabled = true in {config.path}"
+                    )
+                self._fetcher = self._stack.enter_context(Fetcher(config.fetch))
+            return self._fetcher
 
     def _reranking_opted_in(self) -> bool:
         """Say whether skill search may call the provider: consent and a key (skills.md §4)."""
@@ -345,6 +451,19 @@ def _search_text(results: list[dict[str, Any]], warnings: list[str], cached: boo
         text += "\n\nWarnings: " + "; ".join(warnings) + "."
     if cached:
         text += "\n\n(from sift's cache)"
+    return text
+
+
+def _page_text(page: dict[str, Any]) -> str:
+    """Return the page as read: a head line (title, final URL, status), then its content."""
+    head = page["title"] or page["final_url"]
+    facts = [page["final_url"]] if page["title"] else []
+    facts.append(f"status {page['status']}")
+    if page["truncated"]:
+        facts.append("truncated")
+    text = f"{head} ({', '.join(facts)})\n\n{page['content']}"
+    if page["warnings"]:
+        text += "\n\nWarnings: " + "; ".join(page["warnings"]) + "."
     return text
 
 

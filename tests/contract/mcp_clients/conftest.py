@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from gatewaykit import fixture_bytes, write_config
+from pytest_httpserver import HTTPServer
 
-from .kit import CATALOG, SIFT, GatedSearxng, Setup
+from .kit import CATALOG, REPO, SIFT, GatedSearxng, Setup
 
 try:
     SDK = version("mcp")
@@ -30,11 +31,16 @@ collect_ignore = [module for module, wanted in WRITTEN_FOR.items() if not wanted
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> Iterator[Setup]:
-    """A SearXNG fake (held by `gate` while a query holds the word `slow`), config and env."""
+def setup(tmp_path: Path, httpserver: HTTPServer) -> Iterator[Setup]:
+    """A SearXNG fake (held by `gate` while a query holds `slow`), a page, config and env."""
     gate = threading.Event()
     searxng = GatedSearxng(fixture_bytes("searxng/wal-typed-and-legacy.json"), gate)
     config = write_config(tmp_path, searxng=searxng.url, timeout="20s")
+    page = (REPO / "testdata" / "fetch" / "docs-page.html").read_bytes()
+    httpserver.expect_request("/docs").respond_with_data(page, content_type="text/html")
+    pinhole = f"{httpserver.host}:{httpserver.port}"
+    with config.open("a") as extra:
+        extra.write(f'[fetch]\nallow = ["{pinhole}"]\n')
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(tmp_path),
@@ -42,6 +48,11 @@ def setup(tmp_path: Path) -> Iterator[Setup]:
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
     }
-    yield Setup(SIFT, ["mcp", "--skills-dir", str(CATALOG)], env, searxng, gate)
+    arguments = {
+        "web_search": {"query": "sqlite wal", "limit": 3},
+        "web_fetch": {"url": httpserver.url_for("/docs"), "max_chars": 2000},
+        "skill_search": {"query": "fill pdf form", "limit": 2},
+    }
+    yield Setup(SIFT, ["mcp", "--skills-dir", str(CATALOG)], env, searxng, gate, arguments)
     gate.set()
     searxng.close()

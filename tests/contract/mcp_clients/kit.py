@@ -25,6 +25,7 @@ class Setup:
     env: dict[str, str]
     searxng: GatedSearxng
     gate: threading.Event
+    arguments: dict[str, dict[str, Any]]  # a call of each tool that succeeds
 
     def launch(self, *, garbage: bool = False) -> tuple[str, list[str]]:
         """Return the command and arguments; with `garbage`, junk lines go to stdin first."""
@@ -50,12 +51,6 @@ class GatedSearxng(FakeUpstream):
             answer(handler)
 
         self._server.RequestHandlerClass.do_GET = hold  # type: ignore[attr-defined]
-
-
-ARGUMENTS = {
-    "web_search": {"query": "sqlite wal", "limit": 3},
-    "skill_search": {"query": "fill pdf form", "limit": 2},
-}
 
 
 def check_structured(tool: dict[str, Any], structured: object) -> None:

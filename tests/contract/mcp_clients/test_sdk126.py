@@ -10,7 +10,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
-from .kit import ARGUMENTS, Setup, check_structured
+from .kit import Setup, check_structured
 
 pytestmark = pytest.mark.contract
 
@@ -36,8 +36,8 @@ def test_lists_and_calls_every_tool(setup: Setup) -> None:
     async def body(mcp: ClientSession) -> None:
         listed = await mcp.list_tools()
         tools = {tool.name: tool.model_dump(by_alias=True) for tool in listed.tools}
-        assert set(tools) == set(ARGUMENTS)
-        for name, arguments in ARGUMENTS.items():
+        assert set(tools) == set(setup.arguments)
+        for name, arguments in setup.arguments.items():
             result = await mcp.call_tool(name, arguments)
             assert result.isError is False
             check_structured(tools[name], result.structuredContent)
@@ -73,7 +73,7 @@ def test_cancelling_a_slow_call_leaves_the_server_serving(setup: Setup) -> None:
             )
             await mcp.send_notification(types.ClientNotification(cancel))
             group.cancel_scope.cancel()
-        return await mcp.call_tool("skill_search", ARGUMENTS["skill_search"])
+        return await mcp.call_tool("skill_search", setup.arguments["skill_search"])
 
     after = run(setup, body)
     setup.gate.set()
@@ -82,6 +82,6 @@ def test_cancelling_a_slow_call_leaves_the_server_serving(setup: Setup) -> None:
 
 def test_garbage_lines_are_answered_and_the_session_goes_on(setup: Setup) -> None:
     async def body(mcp: ClientSession) -> types.CallToolResult:
-        return await mcp.call_tool("skill_search", ARGUMENTS["skill_search"])
+        return await mcp.call_tool("skill_search", setup.arguments["skill_search"])
 
     assert run(setup, body, garbage=True).isError is False

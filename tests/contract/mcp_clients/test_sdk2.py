@@ -9,7 +9,7 @@ import pytest
 from mcp import StdioServerParameters
 from mcp.client import Client
 
-from .kit import ARGUMENTS, Setup, check_structured
+from .kit import Setup, check_structured
 
 pytestmark = pytest.mark.contract
 
@@ -30,8 +30,8 @@ def test_lists_and_calls_every_tool(setup: Setup, mode: str) -> None:
                 assert mcp.server_info is not None and mcp.server_info.name == "sift"
             listed = await mcp.list_tools()
             tools = {tool.name: tool.model_dump(by_alias=True) for tool in listed.tools}
-            assert set(tools) == set(ARGUMENTS)
-            for name, arguments in ARGUMENTS.items():
+            assert set(tools) == set(setup.arguments)
+            for name, arguments in setup.arguments.items():
                 tool = tools[name]
                 assert tool["inputSchema"]["additionalProperties"] is False
                 assert tool["annotations"]["readOnlyHint"] is True
@@ -41,7 +41,7 @@ def test_lists_and_calls_every_tool(setup: Setup, mode: str) -> None:
                 assert [block.type for block in result.content] == ["text"]
                 assert "{" not in result.content[0].text
 
-            again = await mcp.call_tool("web_search", ARGUMENTS["web_search"])
+            again = await mcp.call_tool("web_search", setup.arguments["web_search"])
             searched = again.structured_content
             assert searched is not None and searched["cached"] is True
             assert [hit["position"] for hit in searched["results"]] == [1, 2, 3]
@@ -78,7 +78,7 @@ def test_cancelling_a_slow_call_leaves_the_server_serving(setup: Setup, mode: st
                     await anyio.sleep(0.01)
                 # Cancelling the caller's task makes the SDK send notifications/cancelled.
                 group.cancel_scope.cancel()
-            return await mcp.call_tool("skill_search", ARGUMENTS["skill_search"])
+            return await mcp.call_tool("skill_search", setup.arguments["skill_search"])
 
     after = anyio.run(session)
     setup.gate.set()
@@ -89,7 +89,7 @@ def test_cancelling_a_slow_call_leaves_the_server_serving(setup: Setup, mode: st
 def test_garbage_lines_are_answered_and_the_session_goes_on(setup: Setup, mode: str) -> None:
     async def session() -> Any:
         async with client(setup, mode, garbage=True) as mcp:
-            return await mcp.call_tool("skill_search", ARGUMENTS["skill_search"])
+            return await mcp.call_tool("skill_search", setup.arguments["skill_search"])
 
     result = anyio.run(session)
     assert result.is_error is False
