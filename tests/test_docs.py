@@ -1,0 +1,110 @@
+"""Docs that cannot drift: every command documented with an example, real output still real."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from siftlib.cli import COMMANDS, main
+
+REPO = Path(__file__).resolve().parent.parent
+README = (REPO / "README.md").read_text(encoding="utf-8")
+DEMO = "/tmp/skills-demo"  # where the README's skill examples say the catalog was copied
+
+
+def help_text(name: str, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main([*name.split(), "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_is_in_the_readme(name: str) -> None:
+    assert f"sift {name}" in README, f"README never shows `sift {name}`"
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_help_carries_an_example(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = help_text(name, capsys)
+    _, found, example = text.partition("example")
+    assert found, f"`sift {name} --help` has no example"
+    assert name.split()[-1] in example
+
+
+def test_the_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    listed = capsys.readouterr().out
+    for name in COMMANDS:
+        assert re.search(rf"^  {re.escape(name)}  ", listed, re.M), name
+
+
+IMPORTS_PROBE = """
+import sys
+from siftlib.cli import main
+code = main(sys.argv[1:])
+heavy = ("siftlib.server", "siftlib.wire", "siftlib.api", "http.server", "siftlib.bakeoff")
+print(" ".join(m for m in heavy if m in sys.modules) or "-")
+"""
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["in-process", "client"])
+def test_sift_search_never_imports_the_server(tmp_path: Path, local: bool) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'[server]\ndb = "{tmp_path / "cache.db"}"\n')
+    argv = ["search", "sqlite wal", "--config", str(config)]
+    argv += ["--local"] if local else ["--server", "http://127.0.0.1:9"]
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTS_PROBE, *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "SIFT_CONFIG": str(config)},
+    )
+    assert done.stdout.strip().splitlines()[-1] == "-", done.stdout + done.stderr
+
+
+def readme_block_after(marker: str) -> str:
+    """Return the first ```output block after `marker` in the README."""
+    start = README.index(marker)
+    block = README.index("```output\n", start) + len("```output\n")
+    return README[block : README.index("```", block)]
+
+
+def run_in_demo(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run a command over the fixture catalog copied as the README says; paths as printed there."""
+    demo = tmp_path / "skills-demo"
+    shutil.copytree(REPO / "testdata" / "skills" / "catalog", demo)
+    assert main([*argv, "--skills-dir", str(demo)]) == 0
+    return capsys.readouterr().out.replace(str(demo), DEMO)
+
+
+def test_the_readme_skill_search_text_is_real_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = run_in_demo(["rerank-skills", "pdf form", "--limit", "2"], tmp_path, capsys)
+    marker = 'sift rerank-skills "pdf form" --limit 2 --skills-dir testdata/skills/catalog'
+    assert out == readme_block_after(marker)
+
+
+def test_the_readme_skill_search_json_is_real_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = run_in_demo(["rerank-skills", "pdf form", "--limit", "1", "--json"], tmp_path, capsys)
+    shown = json.loads(readme_block_after("`--json` prints the tool-result shape").strip())
+    real = json.loads(out)
+    assert real["details"] == shown["details"]
+    # The text is shortened in the README after its first sentence, marked by "…".
+    head = shown["content"][0]["text"].removesuffix(" …")
+    assert real["content"][0]["text"].startswith(head)
