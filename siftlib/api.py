@@ -29,6 +29,7 @@ from typing import Any
 
 from siftlib import __version__
 from siftlib.pipeline import SearchRequest, SearchResponse
+from siftlib.query import check_k
 
 FIRECRAWL_DEFAULT_LIMIT = 5
 FIRECRAWL_MAX_LIMIT = 20
@@ -81,8 +82,7 @@ def decode_body(data: bytes) -> dict[str, Any]:
 def native_request(body: Mapping[str, Any], *, caller: str, default_k: int) -> SearchRequest:
     """Return the search a `POST /v1/search` body asks for (search.md §3.1)."""
     k = body.get("k")
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 50):
-        raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "k must be an integer from 1 to 50")
+    k = default_k if k is None else check_k(k)  # a QueryError: 400 `invalid query`
     for name in ("rerank", "digest"):
         if body.get(name) is not None and not isinstance(body[name], bool):
             raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", f"{name} must be true or false")
@@ -91,7 +91,7 @@ def native_request(body: Mapping[str, Any], *, caller: str, default_k: int) -> S
         raise Rejected(HTTPStatus.BAD_REQUEST, "invalid query", "question must be a string")
     return SearchRequest(
         query=_query(body),
-        k=default_k if k is None else k,
+        k=k,
         rerank=body.get("rerank"),
         digest=bool(body.get("digest")),
         caller=caller,

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 from siftlib import __version__
 from siftlib.errors import ConfigError
+from siftlib.query import MAX_K
 
 SOURCE_ORDER = ("searxng", "brave_llm", "tavily")
 PAID_SOURCES = ("brave_llm", "tavily")
@@ -357,7 +358,7 @@ def load_config(explicit: str | None = None) -> Config:
         store=server.store("store", base.store),
         store_prefix=server.get("store_prefix", str, base.store_prefix),
         store_fallback_share=server.share("store_fallback_share", base.store_fallback_share),
-        k=search.integer("k", 8, 1, 50),
+        k=search.integer("k", 8, 1, MAX_K),
         timeout=search.duration("timeout", "8s"),
         rerank=search.get("rerank", bool, True),
         digest=search.get("digest", bool, False),

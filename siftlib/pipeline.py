@@ -51,9 +51,10 @@ import httpx
 from siftlib import fusion
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
 from siftlib.dial import LookupFailed, Upstream, UpstreamRefused, open_upstream
-from siftlib.errors import NoResultsError, QueryError, StoreError
+from siftlib.errors import NoResultsError, StoreError
 from siftlib.hits import Hit
 from siftlib.metrics import Metrics
+from siftlib.query import check_k, normalise_query
 from siftlib.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
 from siftlib.store import Reservation, cache_key, open_configured_store
 
@@ -62,8 +63,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("sift")
 
-MAX_QUERY_CHARS = 1500
-MAX_K = 50
 MAX_BODY_BYTES = 2 * 1024 * 1024
 _CHUNK = 64 * 1024
 _WORKERS = 64
@@ -163,30 +162,6 @@ class _TooLarge(Exception):
 
 class _Deadline(Exception):
     """The wall-clock deadline passed while reading."""
-
-
-def normalise_query(query: object) -> str:
-    """Return the query as sent upstream: trimmed, whitespace runs collapsed; or raise."""
-    if not isinstance(query, str):
-        raise QueryError("invalid query: the query must be a string")
-    text = " ".join(query.split())
-    if not text.isascii():
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise QueryError("invalid query: the query is not valid Unicode text") from None
-    if not text:
-        raise QueryError("invalid query: the query is empty")
-    if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(f"invalid query: the query is over {MAX_QUERY_CHARS} characters")
-    return text
-
-
-def check_k(k: object) -> int:
-    """Return `k` when it is an integer from 1 to 50, else raise."""
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise QueryError(f"invalid query: k must be an integer from 1 to {MAX_K}")
-    return k
 
 
 def hour_bucket(now: float) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from siftlib import __version__, api
 from siftlib.api import Rejected
+from siftlib.errors import QueryError
 from siftlib.hits import Hit
 from siftlib.pipeline import SearchRequest, SearchResponse
 
@@ -46,8 +47,6 @@ def test_a_native_body_without_k_takes_the_default() -> None:
 @pytest.mark.parametrize(
     ("body", "details"),
     [
-        ({"query": "q", "k": 0}, "k must be an integer from 1 to 50"),
-        ({"query": "q", "k": True}, "k must be an integer from 1 to 50"),
         ({"query": "q", "rerank": "yes"}, "rerank must be true or false"),
         ({"query": "q", "digest": 1}, "digest must be true or false"),
         ({"query": "q", "question": 7}, "question must be a string"),
@@ -65,6 +64,12 @@ def test_a_bad_native_body_is_rejected_as_an_invalid_query(
         "invalid query",
         details,
     )
+
+
+@pytest.mark.parametrize("k", [0, 51, True, 2.5, "5"])
+def test_a_bad_k_is_the_query_rule_shared_by_every_face(k: object) -> None:
+    with pytest.raises(QueryError, match="^invalid query: k must be an integer from 1 to 50$"):
+        api.native_request({"query": "q", "k": k}, caller="ops", default_k=8)
 
 
 @pytest.mark.parametrize(("limit", "k"), [(None, 5), (1, 1), (0, 1), (-3, 1), (20, 20), (99, 20)])

@@ -55,7 +55,8 @@ from siftlib.bakeoff.score import parse_target
 from siftlib.config import PAID_SOURCES
 from siftlib.errors import BakeoffError, NoResultsError, QueryError
 from siftlib.hits import Hit
-from siftlib.pipeline import MAX_QUERY_CHARS, Searcher, SearchRequest
+from siftlib.pipeline import Searcher, SearchRequest
+from siftlib.query import MAX_QUERY_CHARS
 
 SKIPPED = "max credits"
 _WHY = {"disabled": "source disabled"}

@@ -104,14 +104,17 @@ def _run(args: argparse.Namespace) -> int:
 
     from siftlib.bakeoff.run import read_query_set, run_bakeoff, runnable_configs
     from siftlib.config import load_config
-    from siftlib.errors import BakeoffError
-    from siftlib.pipeline import MAX_K, open_searcher
+    from siftlib.errors import BakeoffError, QueryError
+    from siftlib.pipeline import open_searcher
+    from siftlib.query import MAX_K, check_k
 
     logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
     config = load_config(args.config)
     k = config.k if args.k is None else args.k
-    if not 1 <= k <= MAX_K:
-        raise BakeoffError(f"--k must be from 1 to {MAX_K}, not {k}")
+    try:
+        check_k(k)
+    except QueryError:
+        raise BakeoffError(f"--k must be from 1 to {MAX_K}, not {k}") from None
     plan = read_query_set(Path(args.queries), Path(args.targets) if args.targets else None)
     with open_searcher(config, allow_private_upstreams=args.allow_private_upstreams) as searcher:
         _check_spend(args, runnable_configs(searcher), len(plan.queries))
