@@ -59,15 +59,27 @@ def fresh_process_banner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dial, "_banner_shown", False)
 
 
-@pytest.fixture
-def httpserver() -> Iterator[HTTPServer]:
-    """A fake upstream on 127.0.0.1 that answers concurrent requests, as real providers do."""
+@pytest.fixture(scope="session")
+def shared_httpserver() -> Iterator[HTTPServer]:
+    """One threaded fake-upstream server for the whole run: stopping one costs ~0.5 s."""
     server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
     server.start()
     yield server
     server.clear()
     if server.is_running():
         server.stop()
+
+
+@pytest.fixture
+def httpserver(shared_httpserver: HTTPServer) -> Iterator[HTTPServer]:
+    """A fake upstream on 127.0.0.1 that answers concurrent requests, as real providers do.
+
+    The session's server, cleared before and after each test (handlers, log, assertions), as
+    pytest-httpserver recommends over a server per test.
+    """
+    shared_httpserver.clear()
+    yield shared_httpserver
+    shared_httpserver.clear()
 
 
 @pytest.fixture
