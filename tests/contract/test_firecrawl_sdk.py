@@ -1,4 +1,5 @@
-"""The real Firecrawl SDK (firecrawl-py 4.17.0) against sift's `/v2/search` (search.md §3.2)."""
+"""The real Firecrawl SDK (firecrawl-py 4.17.0): `search()` against `/v2/search` (search.md
+§3.2) and `scrape()` against `/v2/scrape` (fetch.md §4.2)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fetchkit import TESTDATA_FETCH, Listener, PageServer, hang, page
 from gatewaykit import FakeUpstream, Gateway, call, gateway, searxng_body
+
+from siftlib.config import FetchConfig
 
 pytestmark = pytest.mark.contract
 
@@ -182,3 +186,106 @@ def test_hits_carrying_published_and_engines_still_parse_as_web_results(gw: Gate
     assert [(h.url, h.title, h.description) for h in data.web] == [
         (h["url"], h["title"], h["description"]) for h in web
     ]
+
+
+# --- scrape() against /v2/scrape (fetch.md §4.2) ---------------------------------------------
+
+
+@pytest.fixture
+def site() -> Iterator[PageServer]:
+    """Loopback pages, reached through an `allow` pinhole."""
+    routes = {
+        "/news": page((TESTDATA_FETCH / "news-article.html").read_bytes()),
+        "/gone": page(b"<html><body><p>No such story.</p></body></html>", status=404),
+        "/report.pdf": page(b"%PDF-1.7", content_type="application/pdf"),
+        "/slow": hang(10),
+    }
+    with PageServer(routes) as server:
+        yield server
+
+
+@pytest.fixture
+def scraping(tmp_path: Path, site: PageServer) -> Iterator[Gateway]:
+    fetch = FetchConfig(allow=(site.allow,), timeout=5.0)
+    with gateway(tmp_path, callers={"agent": TOKEN}, fetch=fetch) as running:
+        yield running
+
+
+def test_sdk_scrape_without_options(scraping: Gateway, site: PageServer) -> None:
+    from firecrawl.v2.types import Document, DocumentMetadata
+
+    doc = sdk(scraping.url).scrape(site.url + "/news")
+    assert isinstance(doc, Document)
+    assert doc.markdown is not None
+    assert doc.markdown.startswith("# City council approves new tram line after decade of debate")
+    assert "Most read" not in doc.markdown and "About time!" not in doc.markdown
+    assert isinstance(doc.metadata, DocumentMetadata)
+    meta = doc.metadata
+    assert (
+        meta.title
+        == "City council approves new tram line after decade of debate | The Riverside Courier"
+    )
+    assert meta.language == "en-GB"
+    assert meta.status_code == 200
+    assert meta.source_url == meta.url == site.url + "/news"
+    assert meta.content_type == "text/html; charset=utf-8"
+    assert meta.proxy_used == "basic"
+    assert doc.links is None and doc.html is None
+
+
+def test_sdk_scrape_with_options_and_formats(scraping: Gateway, site: PageServer) -> None:
+    doc = sdk(scraping.url).scrape(
+        site.url + "/news",
+        formats=["markdown", "links", "html", "rawHtml"],
+        only_main_content=False,
+        timeout=4000,
+        wait_for=3000,
+        headers={"Cookie": "session=1"},
+        mobile=True,
+        skip_tls_verification=True,
+    )
+    assert doc.markdown is not None and "Most read" in doc.markdown
+    assert isinstance(doc.links, list) and all(isinstance(link, str) for link in doc.links)
+    assert site.url + "/documents/tram-plan.pdf" in doc.links
+    assert doc.html is not None and "<script" not in doc.html
+    assert doc.raw_html is not None and "<script" in doc.raw_html
+    assert doc.metadata is not None
+    extra = doc.metadata.model_dump()
+    assert extra["cache_state"] == "miss" and isinstance(extra["scrape_id"], str)
+    assert all("cookie" not in {k.lower() for k in headers} for _, headers in site.hits)
+
+
+def test_sdk_scrape_of_a_404_page_is_a_document(scraping: Gateway, site: PageServer) -> None:
+    doc = sdk(scraping.url).scrape(site.url + "/gone")
+    assert doc.metadata is not None and doc.metadata.status_code == 404
+    assert doc.markdown is not None and "No such story." in doc.markdown
+
+
+def test_sdk_scrape_typed_errors(scraping: Gateway, site: PageServer) -> None:
+    from firecrawl.v2.utils.error_handler import (
+        BadRequestError,
+        FirecrawlError,
+        RequestTimeoutError,
+        UnauthorizedError,
+    )
+
+    client = sdk(scraping.url)
+    with Listener() as idle, pytest.raises(BadRequestError) as blocked:
+        client.scrape(f"http://127.0.0.1:{idle.port}/admin")
+    assert idle.connections == 0
+    assert "blocked: 127.0.0.1 is a loopback address" in str(blocked.value)
+    with pytest.raises(BadRequestError) as unsupported:
+        client.scrape(site.url + "/news", formats=["screenshot"])
+    assert "unsupported option: screenshot" in str(unsupported.value)
+    with pytest.raises(FirecrawlError) as pdf:
+        client.scrape(site.url + "/report.pdf")
+    assert pdf.value.status_code == 415
+    assert "unsupported content type: application/pdf" in str(pdf.value)
+    with pytest.raises(RequestTimeoutError):
+        client.scrape(site.url + "/slow", timeout=500)
+    with pytest.raises(UnauthorizedError):
+        sdk(scraping.url, key="fc-wrong").scrape(site.url + "/news")
+    responses = scraping.searcher.metrics.snapshot()["http_responses"]
+    assert isinstance(responses, dict)
+    assert not any("status=502" in key for key in responses)
+    assert responses["route=/v2/scrape,status=400"] == 2  # each answered once: no retries
