@@ -9,15 +9,17 @@ The decision: rank every skill by relevance; when the best one covers less than
 the result is, in relevance order, every skill covering at least that much and scoring at
 least `RELATIVE_SCORE` of the best, sliced to `limit`; `total` counts them. The score bar
 changes no first match and no decline; it keeps `total` to the skills that compete for the
-request ("fill in a word document": 4 of the real catalog, not the 23 that mention documents).
+request ("fill in a word document": 6 of the real catalog, not the 38 that touch documents).
 
 Declining on the best skill alone, rather than on each, was measured: filtering each skill by
 coverage lets a weak but well-covered skill stand in for a declined best one, and declined 17
 points fewer no-fit queries on the development halves.
 
 `MIN_COVERAGE` is calibrated on the development halves of `testdata/skills/` (the fixture
-catalog's and the real catalog's) as the lowest value at which at least three quarters of
-their no-fit queries are declined; the held-out halves only report (`make bench`).
+catalog's and the real catalog's) as the lowest value at which both decline at least 70 % of
+their no-fit queries (the issue's target of 60 %, plus a margin): lower thresholds pick the
+right skill a little more often and say "no skill fits" much less. The held-out halves only
+report (`make bench`).
 
     result = local_search(catalog, "fill in a word document", 5)
     if not result.matches: ...  # no skill fits: details say "selection": "none"

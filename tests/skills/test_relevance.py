@@ -31,7 +31,7 @@ def test_terms_drop_function_words_and_stem_the_rest() -> None:
 
 
 def test_inflections_match_through_the_stemmer() -> None:
-    catalog = catalog_of(("pdf-tools", "Merges several files."), ("other", "Splits things."))
+    catalog = catalog_of(("pdf-tools", "Merges several files."), ("other", "Paints walls."))
     assert ranked_names(catalog, "merging") == ["pdf-tools"]
 
 
