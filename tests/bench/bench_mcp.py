@@ -3,7 +3,8 @@
 1. Start-up: from spawning `sift mcp` to the answer of the first `tools/list` (after
    `initialize` and `notifications/initialized`, as an agent starts a session), median of
    15 runs. Target: < 150 ms. A bare `python -c pass` run alongside gives the interpreter's
-   own floor on this machine.
+   own floor on this machine, and the CPU time of each (user + system) is printed too: on a
+   shared machine wall time swings with the load, CPU time much less.
 2. A cached `web_search`: the same query over one long-lived `sift mcp` session (the round
    trip of one `tools/call`, median of 200), against the same cached search as a whole
    `sift search --json` process (median of 15), which is what an agent pays per search when
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -58,8 +60,9 @@ def start(env: dict[str, str]) -> subprocess.Popen[bytes]:
     )
 
 
-def time_to_tools(env: dict[str, str]) -> float:
-    """Return ms from spawning `sift mcp` to reading its first `tools/list` answer."""
+def time_to_tools(env: dict[str, str]) -> tuple[float, float]:
+    """Return ms from spawning `sift mcp` to its first `tools/list` answer, and its CPU ms."""
+    cpu = _children_cpu()
     began = time.perf_counter()
     server = start(env)
     assert server.stdin is not None and server.stdout is not None
@@ -75,13 +78,20 @@ def time_to_tools(env: dict[str, str]) -> float:
     assert len(listing["result"]["tools"]) >= 2, listing
     server.stdin.close()
     server.wait(30)
-    return took
+    return took, _children_cpu() - cpu
 
 
-def bare_interpreter() -> float:
+def bare_interpreter() -> tuple[float, float]:
+    cpu = _children_cpu()
     began = time.perf_counter()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
-    return (time.perf_counter() - began) * 1000
+    return (time.perf_counter() - began) * 1000, _children_cpu() - cpu
+
+
+def _children_cpu() -> float:
+    """Return the CPU ms (user + system) of every child waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * 1000
 
 
 def cached_calls(env: dict[str, str], query: str) -> list[float]:
@@ -129,12 +139,17 @@ def main() -> None:
             "XDG_STATE_HOME": str(home / "state"),
             "SIFT_CONFIG": str(write_config(home, searxng=searxng.url)),
         }
-        starts = [time_to_tools(env) for _ in range(STARTS)]
-        floor = statistics.median(bare_interpreter() for _ in range(STARTS))
+        starts, cpu = zip(*(time_to_tools(env) for _ in range(STARTS)), strict=True)
+        floor, floor_cpu = zip(*(bare_interpreter() for _ in range(STARTS)), strict=True)
         median = statistics.median(starts)
         verdict = "ok" if median < 150 else "OVER the 150 ms target"
         print(f"start -> first tools/list answer: median {median:.1f} ms, min {min(starts):.1f}")
-        print(f"  (bare `python -c pass`: median {floor:.1f} ms)  {verdict}")
+        print(f"  (bare `python -c pass`: median {statistics.median(floor):.1f} ms)  {verdict}")
+        print(
+            f"  CPU per session (start, initialize, tools/list, end): median "
+            f"{statistics.median(cpu):.1f} ms; bare interpreter "
+            f"{statistics.median(floor_cpu):.1f} ms"
+        )
 
         query = "sqlite wal checkpoint"
         calls = cached_calls(env, query)
