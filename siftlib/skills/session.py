@@ -7,7 +7,10 @@ the keyword baseline once the user has opted in with a key set; the local rankin
 mode (the search's own, else the configured one, spec §10); else the keyword result. In
 `serve_stdio`, requests are answered concurrently by a small thread pool; answers are written
 whole, one per line, in request order (the lines carry no IDs, so order is how a client pairs
-them). A bad line gets an `{"error": …}` line and the session goes on.
+them). A bad line gets an `{"error": …}` line and the session goes on: one that is not a JSON
+object (nesting too deep for the decoder included), and one over `MAX_LINE_BYTES` (64 KiB, the
+gateway's body cap), which is skipped to its end unread, so a line of unbounded length never
+sits whole in memory.
 
     session, diagnostics = Session.open(config_path=path, skills_dirs=[], cwd=Path.cwd())
     result = session.search("fill in a pdf form", 5, mode="local")
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 _WORKERS = 4
+MAX_LINE_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -137,7 +141,11 @@ def serve_stdio(
     writer.start()
     try:
         with ThreadPoolExecutor(_WORKERS, thread_name_prefix="rerank-skills") as pool:
-            for raw in stdin:
+            while raw := stdin.readline(MAX_LINE_BYTES + 1):
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    _skip_line(stdin)
+                    answers.put(_done({"error": f"a line is over {MAX_LINE_BYTES} bytes"}))
+                    continue
                 if not raw.strip():
                     continue
                 try:
@@ -165,6 +173,8 @@ def _parse_request(raw: bytes) -> tuple[str, int, str | None] | None:
         request = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise ToolError("each line must be one JSON object in UTF-8") from None
+    except RecursionError:
+        raise ToolError("the line is nested too deeply") from None
     if not isinstance(request, dict):
         raise ToolError("each line must be one JSON object in UTF-8")
     if "op" in request:
@@ -176,6 +186,12 @@ def _parse_request(raw: bytes) -> tuple[str, int, str | None] | None:
         raise ToolError('a request needs a "query" string (or "op": "reload")')
     mode = check_mode(request["mode"]) if "mode" in request else None
     return query, check_limit(request.get("limit", DEFAULT_LIMIT)), mode
+
+
+def _skip_line(stdin: IO[bytes]) -> None:
+    """Read past the rest of an over-long line, a bounded chunk at a time."""
+    while (chunk := stdin.readline(MAX_LINE_BYTES)) and not chunk.endswith(b"\n"):
+        pass
 
 
 def _answer(session: Session, query: str, limit: int, mode: str | None) -> dict[str, Any]:

@@ -51,3 +51,27 @@ def test_a_config_that_is_not_utf8_disables_reranking_and_the_session_goes_on(
     assert [m["name"] for m in answers[2]["details"]["matches"]] == ["pdf"]
     assert answers[0] == answers[2]
     assert done.stderr.decode().count(f"{config}: cannot be read as TOML") == 2
+
+
+def test_bad_lines_each_get_an_error_line_and_the_session_goes_on(
+    catalog_dir: Path, tmp_path: Path, user_home: Path
+) -> None:
+    query = json.dumps({"query": "pdf", "limit": 1}).encode()
+    lines = [
+        b"[" * 60_000,  # under the line cap, far over the decoder's depth
+        b'{"query": ' + b"[" * 30_000 + b"]" * 30_000 + b"}",
+        b"[" * 100_000,
+        query,
+        b"\xff\xfe",
+        query,
+    ]
+    done = session(lines, catalog_dir=catalog_dir, tmp_path=tmp_path, home=user_home)
+    assert b"Traceback" not in done.stderr
+    assert done.returncode == 0
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0] == answers[1] == {"error": "the line is nested too deeply"}
+    assert answers[2] == {"error": "a line is over 65536 bytes"}
+    assert [m["name"] for m in answers[3]["details"]["matches"]] == ["pdf"]
+    assert answers[4] == {"error": "each line must be one JSON object in UTF-8"}
+    assert answers[5] == answers[3]
+    assert len(answers) == 6
