@@ -12,8 +12,9 @@ No sockets here: the handler (`siftlib.server`) reads the bytes and writes the a
 
 Decisions the spec leaves open:
 - Error bodies: `{"error": "invalid query" | "no search results" | …, "details": "<why>"}`
-  (`"success": false` added on `/v2/search`); `details` is what Firecrawl itself uses. A 422
-  also carries the search's `warnings` (`tavily: 429`: source and kind, never upstream text).
+  (`"success": false` added on every `/v2/` path, malformed heads included); `details` is
+  what Firecrawl itself uses. A 422 also carries the search's `warnings` (`tavily: 429`:
+  source and kind, never upstream text).
 - Unknown fields are ignored on both search routes; `/v2/search` `limit` null means absent,
   and a limit outside 1–20 is clamped (Firecrawl's own range), not refused.
 - `/healthz` is `degraded` with `search: no source enabled` when nothing is enabled (every
@@ -42,7 +43,6 @@ ROUTES = {
     "/metrics": ("GET",),
 }
 FETCH_ROUTES = frozenset(("/v1/fetch", "/v2/scrape"))
-FIRECRAWL_ROUTES = frozenset(("/v2/search", "/v2/scrape"))
 
 
 class Rejected(Exception):
@@ -133,7 +133,7 @@ def health_answer(degraded: list[str], *, any_source: bool, store: str) -> dict[
 
 
 def error_payload(exc: Rejected, *, route: str) -> dict[str, object]:
-    """Return the JSON body of an error answer, Firecrawl's shape on the `/v2` routes.
+    """Return the JSON body of an error answer, Firecrawl's shape on every `/v2/` path.
 
     The fetch routes answer `{"error": "<sentence>", "code": "<label>"}` (fetch.md §4.2),
     the sentence starting with its label; their bodies are requests, not queries.
@@ -148,7 +148,7 @@ def error_payload(exc: Rejected, *, route: str) -> dict[str, object]:
             payload["details"] = exc.details
         if exc.warnings is not None:
             payload["warnings"] = exc.warnings
-    return {"success": False, **payload} if route in FIRECRAWL_ROUTES else payload
+    return {"success": False, **payload} if route.startswith("/v2/") else payload
 
 
 def error_headers(exc: Rejected, *, route: str) -> dict[str, str]:

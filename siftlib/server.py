@@ -14,8 +14,15 @@ Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (
 - a request's head and body must arrive within one `socket_timeout` in all, else the deadline
   thread cuts the read (a body cut short is a 400), so a client that idles, stalls or drips
   loses its thread; a client that stops reading fails its send after the same time
-  (`SO_SNDTIMEO`). Open connections are bounded (`max_connections`, a canned 503 past it) so
-  idle clients cannot pile up threads;
+  (`SO_SNDTIMEO`);
+- idle connections cannot lock callers out. A new connection must send its first byte within
+  `first_byte_timeout` (2 s; real clients send at once), far less than a slow request gets.
+  Open connections are bounded (`max_connections`): when the table is full, an idle
+  connection is evicted to make room, one idle between keep-alive requests first (its client
+  just reconnects), then the oldest that has sent nothing; only when none is idle is the new
+  one shed with a canned 503. One client address holds at most `max_connections_per_client`
+  (64) connections, so one host cannot fill the table with slow requests. Shedding is logged
+  at WARNING, at most once per `SHED_LOG_INTERVAL` (10 s) with the count since;
 - searches are bounded (`max_searches`): a request waits at most `queue_wait` for a slot,
   else 503. A search runs on its handler's thread (a hand-off to a pool cost a third of the
   cache-hit throughput); one deadline thread answers 503 for any search still running
@@ -29,7 +36,16 @@ Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (
 
 Decisions the spec leaves open:
 - Route before auth: an unknown path is a 404 and a wrong method a 405 (with `Allow`) even
-  without a token; everything else but `/healthz` needs one. Tokens are compared with
+  without a token; everything else but `/healthz` needs one. A POST body must be declared
+  `Content-Type: application/json` (parameters such as `charset` allowed): else 415.
+- Open mode (no tokens, loopback only) trusts the box, not the browser on it: any web page
+  could POST there cross-origin as `text/plain` (a "simple" request, no preflight) or rebind
+  its own name to 127.0.0.1 and read the answers (as Ollama's CVE-2024-28224). So in open
+  mode the `Host` must be a loopback name (`127.0.0.1`, `[::1]`, `localhost`, any loopback
+  address) with the listening port (or none on port 80), and a POST must be JSON, which a
+  page cannot send cross-origin without a preflight sift never grants: else 403.
+- `Expect: 100-continue` is answered only once route, auth, content type and size passed:
+  a refused request gets its error instead, and its body is never invited. Tokens are compared with
   `hmac.compare_digest` against every caller's token, without stopping at the first match.
 - A connection whose request body was not read (refused before reading) is closed after the
   answer, so leftover bytes are never parsed as a next request.
@@ -46,9 +62,12 @@ Decisions the spec leaves open:
 from __future__ import annotations
 
 import hmac
+import io
 import ipaddress
 import logging
+import math
 import queue
+import re
 import socket
 import threading
 import time
@@ -74,6 +93,8 @@ _T = TypeVar("_T")
 FETCH_MARGIN = 2.0
 
 _METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
+SHED_LOG_INTERVAL = 10.0
+_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?")
 _LOGGABLE = frozenset((*ROUTES, *_METHODS, "other"))
 
 
@@ -101,6 +122,14 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def is_local_host(value: str, port: int) -> bool:
+    """Say whether a `Host` value names this gateway on loopback (`localhost:8787`, `[::1]`)."""
+    match = _HOST.fullmatch(value)
+    if match is None or int(match[2] or 80) != port:
+        return False
+    return is_loopback(match[1].strip("[]").lower())
 
 
 def check_open_mode(host: str, callers: Mapping[str, str], *, secret_env: str) -> None:
@@ -133,6 +162,8 @@ class GatewayServer(ThreadingHTTPServer):
         queue_wait: float = 1.0,
         max_connections: int = 256,
         fetcher: Fetcher | None = None,
+        max_connections_per_client: int = 64,
+        first_byte_timeout: float = 2.0,
     ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -145,6 +176,8 @@ class GatewayServer(ThreadingHTTPServer):
         self.socket_timeout = socket_timeout
         self.queue_wait = queue_wait
         self.max_connections = max_connections
+        self.max_connections_per_client = max_connections_per_client
+        self.first_byte_timeout = first_byte_timeout
         self.draining = threading.Event()
         # Search slots as tokens in a C-level queue: a threading.Semaphore is Python code
         # around a Condition, several times the cost per search.
@@ -154,7 +187,11 @@ class GatewayServer(ThreadingHTTPServer):
         self.watchdog = Watchdog()
         self._state = threading.Condition(threading.Lock())
         self._connections = 0
+        self._per_client: dict[str, int] = {}
+        self._handlers: set[Handler] = set()
         self._in_flight = 0
+        self._shed_since_log = 0
+        self._shed_logged_at = -math.inf
         super().__init__(address, Handler)
 
     def server_bind(self) -> None:
@@ -253,19 +290,32 @@ class GatewayServer(ThreadingHTTPServer):
         self.watchdog.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Start a handler thread, or shed the connection with a canned 503 past the bound."""
+        """Start a handler thread, making room by evicting an idle connection, or shed it."""
+        client = str(client_address[0])
+        victim = None
         with self._state:
-            shed = self._connections >= self.max_connections
-            if not shed:
+            held = self._per_client.get(client, 0)
+            shed = "client" if held >= self.max_connections_per_client else None
+            if shed is None and self._connections >= self.max_connections:
+                victim = self._idlest()
+                if victim is None:
+                    shed = "connections"
+                else:
+                    victim.idle_since = None  # never chosen twice
+            if shed is None:
                 self._connections += 1
-        if not shed:
+                self._per_client[client] = held + 1
+        if victim is not None:
+            self.searcher.metrics.inc("http_shed", reason="evicted")
+            victim.evict()
+        if shed is None:
             try:
                 super().process_request(request, client_address)
             except BaseException:
-                self._connection_done()
+                self._connection_done(client)
                 raise
             return
-        self.searcher.metrics.inc("http_shed", reason="connections")
+        self._shed(shed)
         try:
             request.settimeout(1.0)
             request.sendall(wire.BUSY)
@@ -278,7 +328,42 @@ class GatewayServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._connection_done()
+            self._connection_done(str(client_address[0]))
+
+    def register(self, handler: Handler) -> None:
+        """Know a connection's handler, so it can be evicted while idle."""
+        with self._state:
+            self._handlers.add(handler)
+
+    def unregister(self, handler: Handler) -> None:
+        """Forget a finished connection's handler."""
+        with self._state:
+            self._handlers.discard(handler)
+
+    def _idlest(self) -> Handler | None:
+        """Return the idle connection to evict: keep-alive ones first, then the oldest silent."""
+        idle = [h for h in self._handlers if h.idle_since is not None]
+        if not idle:
+            return None
+        return min(idle, key=lambda h: (h.served == 0, h.idle_since))
+
+    def _shed(self, reason: str) -> None:
+        """Count a shed connection; log at most once per interval, with the count since."""
+        self.searcher.metrics.inc("http_shed", reason=reason)
+        now = time.monotonic()
+        with self._state:
+            self._shed_since_log += 1
+            if now - self._shed_logged_at < SHED_LOG_INTERVAL:
+                return
+            count, self._shed_since_log, self._shed_logged_at = self._shed_since_log, 0, now
+        log.warning(
+            "shedding connections: %d refused with 503 (%s) since the last report; "
+            "max_connections=%d, max_connections_per_client=%d",
+            count,
+            "one client address at its bound" if reason == "client" else "table full, none idle",
+            self.max_connections,
+            self.max_connections_per_client,
+        )
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Note a connection that failed outside a request (reset, broken pipe), no traceback."""
@@ -286,9 +371,12 @@ class GatewayServer(ThreadingHTTPServer):
 
         log.debug("connection error: %s", type(sys.exc_info()[1]).__name__)
 
-    def _connection_done(self) -> None:
+    def _connection_done(self, client: str) -> None:
         with self._state:
             self._connections -= 1
+            held = self._per_client.pop(client) - 1
+            if held:
+                self._per_client[client] = held
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -296,6 +384,8 @@ class Handler(BaseHTTPRequestHandler):
 
     server: GatewayServer
     protocol_version = "HTTP/1.1"
+    _echo_keep_alive = False
+    _expects_continue = False
     server_version = f"sift/{__version__}"
     sys_version = ""
     disable_nagle_algorithm = True
@@ -303,24 +393,82 @@ class Handler(BaseHTTPRequestHandler):
     _body_read = False
     fields: dict[str, list[str]]  # the request's header fields (`headers` is not parsed)
     raw_requestline: bytes
+    rfile: io.BufferedReader  # rbufsize -1: buffered, so a peeked byte is not lost
 
     def setup(self) -> None:
         super().setup()
         self.fields = {}
+        self.served = 0  # requests read on this connection; 0: it has sent nothing yet
+        self.idle_since: float | None = None  # set while waiting for a request's first byte
         # Reads block plainly and the watchdog cuts them; a socket timeout would cost a poll()
         # per recv and send, each a GIL hand-off. A client that stops reading fails the send.
         wire.set_send_timeout(self.connection, self.server.socket_timeout)
+        self.server.register(self)
+
+    def finish(self) -> None:
+        self.server.unregister(self)
+        super().finish()
+
+    def evict(self) -> None:
+        """Cut this idle connection to make room for a new one (its wait for a byte ends)."""
+        log.debug("idle connection evicted")
+        with suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RD)
 
     def handle_one_request(self) -> None:
-        """Read and answer one request; its head and body must arrive within one socket timeout."""
-        # A per-recv timeout alone would let a client drip one byte at a time for ever.
-        due = time.monotonic() + self.server.socket_timeout
+        """Wait for a request, then read and answer it.
+
+        A new connection must send its first byte within `first_byte_timeout`. After that a
+        request's head and body (and on keep-alive, the wait before it) must arrive within one
+        socket timeout: a per-recv timeout alone would let a client drip one byte at a time.
+        """
+        server = self.server
         self._reading_body = False
-        self._read_watch = self.server.watchdog.watch(due, self._cut_slow_request)
+        if self.served == 0:
+            due = time.monotonic() + server.first_byte_timeout
+            silent = server.watchdog.watch(due, self._cut_silent)
+            try:
+                arrived = self._first_byte()
+            finally:
+                arrived = silent.settle() and arrived
+            if not arrived:
+                self.close_connection = True
+                return
+        due = time.monotonic() + server.socket_timeout
+        self._read_watch = server.watchdog.watch(due, self._cut_slow_request)
         try:
-            super().handle_one_request()
+            if self.served and not self._first_byte():
+                self.close_connection = True  # closed, cut or evicted while idle
+                return
+            self.served += 1
+            self.raw_requestline = self.rfile.readline(wire.MAX_HEAD_BYTES + 1)
+            if not self.parse_request():
+                return
+            method = getattr(self, "do_" + self.command, None)
+            if method is None:
+                self.send_error(HTTPStatus.NOT_IMPLEMENTED)
+                return
+            method()
+            self.wfile.flush()
         finally:
             self._read_watch.settle()
+
+    def _first_byte(self) -> bool:
+        """Wait until a request's first byte is buffered; False when the connection ended."""
+        self.idle_since = time.monotonic()
+        try:
+            arrived = bool(self.rfile.peek(1))
+        except OSError:
+            arrived = False
+        self.idle_since = None
+        return arrived
+
+    def _cut_silent(self) -> None:
+        """Close a new connection that has sent nothing by its first-byte deadline."""
+        log.debug("silent connection cut")
+        self.server.searcher.metrics.inc("http_shed", reason="silent")
+        with suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
 
     def _cut_slow_request(self) -> None:
         """Stop reading a request still arriving at its deadline.
@@ -337,6 +485,9 @@ class Handler(BaseHTTPRequestHandler):
         self.request_version = self.default_request_version
         self.close_connection = True
         raw = self.raw_requestline
+        if len(raw) > wire.MAX_HEAD_BYTES:
+            self.send_error(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, wire.HEAD_TOO_LARGE)
+            return False
         if not raw.endswith(b"\n"):
             return False  # the client left (or was cut) mid-line: nobody to answer
         self.requestline = str(raw, "iso-8859-1").rstrip("\r\n")
@@ -345,13 +496,17 @@ class Handler(BaseHTTPRequestHandler):
             if line is None:
                 return False
             self.command, self.path, self.request_version = line.method, line.path, line.version
-            self.fields = wire.read_fields(self.rfile)
+            self.fields = wire.read_fields(self.rfile, budget=wire.MAX_HEAD_BYTES - len(raw))
+            wire.check_fields(self.fields, line.major_minor)
         except wire.BadHead as exc:
             self.send_error(exc.status, exc.details)
             return False
         self.close_connection = wire.connection_closes(self.fields, line.major_minor)
-        if (self._field("expect") or "").lower() == "100-continue" and line.major_minor >= (1, 1):
-            return self.handle_expect_100()
+        # HTTP/1.0 keep-alive is opt-in both ways: the answer must say it keeps the connection.
+        self._echo_keep_alive = line.major_minor < (1, 1) and not self.close_connection
+        self._expects_continue = (
+            line.major_minor >= (1, 1) and (self._field("expect") or "").lower() == "100-continue"
+        )
         return True
 
     def do_GET(self) -> None:
@@ -396,6 +551,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise Rejected(HTTPStatus.NOT_FOUND, "not found")
             if method not in allowed:
                 raise Rejected(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
+            if server.open_mode:
+                self._check_local_origin(method)
             if route == "/healthz":
                 searcher = server.searcher
                 answer = api.health_answer(
@@ -464,9 +621,40 @@ class Handler(BaseHTTPRequestHandler):
     def _search(self, request: SearchRequest, started: float) -> SearchResponse:
         return self.server.run_search(request, started=started, on_expiry=self._answer_late)
 
+    def _check_local_origin(self, method: str) -> None:
+        """In open mode, refuse what a web page could send: a foreign Host, a non-JSON POST."""
+        port = self.server.server_port
+        if not is_local_host(self._field("host") or "", port):
+            raise Rejected(
+                HTTPStatus.FORBIDDEN,
+                "forbidden",
+                f"without caller tokens the Host must be 127.0.0.1:{port}, [::1]:{port} "
+                f"or localhost:{port}",
+            )
+        if method == "POST" and not self._json_body_declared():
+            raise Rejected(
+                HTTPStatus.FORBIDDEN,
+                "forbidden",
+                "without caller tokens a POST must be sent as Content-Type: application/json",
+            )
+
+    def _json_body_declared(self) -> bool:
+        media_type = (self._field("content-type") or "").partition(";")[0]
+        return media_type.strip().lower() == "application/json"
+
     def _read_body(self) -> dict[str, Any]:
         """Read the body (exactly `Content-Length` bytes, at most 64 KiB) as a JSON object."""
+        if not self._json_body_declared():
+            raise Rejected(
+                HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+                "unsupported media type",
+                "send the body as Content-Type: application/json",
+            )
         length = wire.body_length(self.fields)
+        if self._expects_continue:
+            self._expects_continue = False
+            self.wfile.write(wire.CONTINUE)
+            self.wfile.flush()
         try:
             data = self.rfile.read(length)  # short when the watchdog cut a slow body
         except OSError:  # reset mid-body: a short body, not an internal error
@@ -478,12 +666,6 @@ class Handler(BaseHTTPRequestHandler):
             )
         self._body_read = True
         return api.decode_body(data)
-
-    def handle_expect_100(self) -> bool:
-        """Send `100 Continue` at once (our writes are buffered until the answer)."""
-        self.wfile.write(wire.CONTINUE)
-        self.wfile.flush()
-        return True
 
     def _reject(self, exc: Rejected) -> None:
         route = self.route
@@ -520,6 +702,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         if self.server.draining.is_set():
             self.close_connection = True
+        if self._echo_keep_alive and not self.close_connection:
+            headers = {**(headers or {}), "Connection": "keep-alive"}
         self.log_request(int(status))
         self.wfile.write(self._encode(status, payload, headers or {}, self.close_connection))
         self._count(status)
@@ -557,11 +741,9 @@ class Handler(BaseHTTPRequestHandler):
         status = HTTPStatus(code)
         self._body_read = False
         self.close_connection = True
-        payload = {"error": status.phrase.lower()}
-        if message:
-            payload["details"] = message
+        rejected = Rejected(status, status.phrase.lower(), message)
         with suppress(OSError):
-            self._send_json(status, payload)
+            self._send_json(status, api.error_payload(rejected, route=self.route))
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         if log.isEnabledFor(logging.DEBUG):

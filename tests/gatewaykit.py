@@ -270,17 +270,17 @@ def call(
     headers: dict[str, str] | None = None,
     timeout: float = 30.0,
 ) -> Reply:
-    """Make one HTTP request (a JSON body unless bytes are given) and read the answer."""
+    """Make one HTTP request (a JSON body unless bytes are given) and read the answer.
+
+    A body is declared `Content-Type: application/json` unless `headers` say otherwise.
+    """
     host, port = url.removeprefix("http://").split(":")
     conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
     sent = dict(headers or {})
     if token is not None:
         sent["Authorization"] = f"Bearer {token}"
-    data: bytes | None
-    if body is None or isinstance(body, bytes):
-        data = body
-    else:
-        data = json.dumps(body).encode()
+    data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+    if data is not None:
         sent.setdefault("Content-Type", "application/json")
     try:
         conn.request(method, path, body=data, headers=sent)
@@ -341,3 +341,14 @@ def serve_process(config: Path, *, log: Path) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def wait_until(condition: Callable[[], object], what: str, limit: float = 20.0) -> None:
+    """Poll until `condition()` holds; fail naming `what` when it never does."""
+    import pytest
+
+    end = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > end:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.01)

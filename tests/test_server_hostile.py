@@ -78,9 +78,9 @@ def test_a_lone_surrogate_in_the_query_is_invalid_query_on_both_routes(
         reply = call(gw.url, "POST", route, body, headers={"Content-Type": "application/json"})
         again = raw_exchange(
             gw.port,
-            b"POST " + route.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"POST " + route.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
             b"Content-Type: application/json\r\nContent-Length: %d\r\n"
-            b"Connection: close\r\n\r\n" % len(body) + body,
+            b"Connection: close\r\n\r\n" % (gw.port, len(body)) + body,
         )
     assert reply.status == 400
     assert reply.json["error"] == "invalid query"

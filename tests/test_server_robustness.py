@@ -17,18 +17,17 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from gatewaykit import FakeUpstream, call, gateway, searxng_body, write_config
+from gatewaykit import FakeUpstream, call, gateway, searxng_body, wait_until, write_config
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def wait_until(condition: Any, what: str, limit: float = 20.0) -> None:
-    """Poll until `condition()` holds; fail naming `what` when it never does."""
-    end = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > end:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.01)
+def local_post_head(port: int, length: int, extra: bytes = b"") -> bytes:
+    """Return the head of a JSON POST to /v1/search, as a local client sends it in open mode."""
+    return (
+        b"POST /v1/search HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+        b"%sContent-Length: %d\r\n\r\n" % (port, extra, length)
+    )
 
 
 class Blocking:
@@ -50,9 +49,7 @@ def test_a_stalled_client_does_not_block_others_and_loses_its_thread(
 ) -> None:
     with gateway(tmp_path, searxng=searxng.url, socket_timeout=1.0) as gw:
         half_body = socket.create_connection(("127.0.0.1", gw.port))
-        half_body.sendall(
-            b'POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"query": "sq'
-        )
+        half_body.sendall(local_post_head(gw.port, 100) + b'{"query": "sq')
         half_head = socket.create_connection(("127.0.0.1", gw.port))
         half_head.sendall(b"POST /v1/sea")
         silent = socket.create_connection(("127.0.0.1", gw.port))
@@ -180,17 +177,20 @@ def test_a_search_past_the_server_deadline_is_503(tmp_path: Path, searxng: FakeU
 
 def test_connections_past_the_bound_get_a_canned_503(tmp_path: Path, searxng: FakeUpstream) -> None:
     with gateway(tmp_path, searxng=searxng.url, max_connections=2) as gw:
-        idle = [socket.create_connection(("127.0.0.1", gw.port)) for _ in range(2)]
+        held = [socket.create_connection(("127.0.0.1", gw.port)) for _ in range(2)]
+        for sock in held:
+            sock.sendall(b"GET /hea")  # busy reading a head: not idle, so never evicted
         try:
             wait_until(lambda: gw.server._connections == 2, "two connections held")
+            wait_until(lambda: all(h.idle_since is None for h in gw.server._handlers), "both busy")
             with socket.create_connection(("127.0.0.1", gw.port), timeout=15) as third:
                 answer = b""
                 while chunk := third.recv(65536):
                     answer += chunk
         finally:
-            for sock in idle:
+            for sock in held:
                 sock.close()
-        wait_until(lambda: gw.server._connections == 0, "idle connections released")
+        wait_until(lambda: gw.server._connections == 0, "held connections released")
         after = call(gw.url, "GET", "/healthz")
     assert answer.startswith(b"HTTP/1.1 503 ")
     assert answer.endswith(b'{"error": "server busy, retry"}\n')
@@ -280,9 +280,9 @@ def test_a_body_dripped_byte_by_byte_is_cut_at_the_socket_timeout(
     tmp_path: Path, searxng: FakeUpstream
 ) -> None:
     body = b'{"query": "sqlite wal", "pad": "' + b"x" * 20 + b'"}'
-    head = b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
     stop_dripping = threading.Event()
     with gateway(tmp_path, searxng=searxng.url, socket_timeout=1.0) as gw:
+        head = local_post_head(gw.port, len(body))
         sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
 
         def drip() -> None:
@@ -311,15 +311,11 @@ def test_expect_100_continue_is_answered_before_the_body(
     tmp_path: Path, searxng: FakeUpstream
 ) -> None:
     body = b'{"query": "sqlite wal"}'
-    head = (
-        b"POST /v1/search HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-        b"Content-Length: %d\r\n\r\n" % len(body)
-    )
     with (
         gateway(tmp_path, searxng=searxng.url) as gw,
         socket.create_connection(("127.0.0.1", gw.port), timeout=15) as sock,
     ):
-        sock.sendall(head)
+        sock.sendall(local_post_head(gw.port, len(body), b"Expect: 100-continue\r\n"))
         interim = sock.recv(65536)
         sock.sendall(body)
         answer = b""
@@ -373,11 +369,8 @@ def test_a_client_that_stops_reading_loses_its_thread_after_the_socket_timeout(
         ).encode()
     )
     body = b'{"query": "sqlite wal", "k": 50}'
-    request = b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (
-        len(body),
-        body,
-    )
     with gateway(tmp_path, searxng=padded.url, socket_timeout=1.0) as gw:
+        request = local_post_head(gw.port, len(body)) + body
         assert len(call(gw.url, "POST", "/v1/search", json.loads(body)).raw) > 20_000
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and never read
@@ -407,7 +400,7 @@ def test_a_client_reset_mid_body_is_not_an_internal_error(
     caplog.set_level("DEBUG", logger="sift")
     with gateway(tmp_path, searxng=searxng.url) as gw:
         sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
-        sock.sendall(b'POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"query"')
+        sock.sendall(local_post_head(gw.port, 100) + b'{"query"')
         wait_until(lambda: gw.server._connections == 1, "the half request arrived")
         time.sleep(0.2)  # let the handler block reading the rest of the body
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

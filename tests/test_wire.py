@@ -74,6 +74,57 @@ def test_connection_close_follows_the_version_and_the_field() -> None:
     assert not wire.connection_closes({"connection": ["keep-alive"]}, (1, 0))
 
 
+@pytest.mark.parametrize(
+    ("values", "version", "closes"),
+    [
+        (["keep-alive, close"], (1, 1), True),
+        (["keep-alive", "close"], (1, 1), True),
+        (["upgrade , CLOSE"], (1, 1), True),
+        (["keep-alive, close"], (1, 0), True),
+        (["foo, Keep-Alive"], (1, 0), False),
+        (["closed"], (1, 1), False),
+        (["closed"], (1, 0), True),
+    ],
+)
+def test_connection_is_a_token_list(
+    values: list[str], version: tuple[int, int], closes: bool
+) -> None:
+    assert wire.connection_closes({"connection": values}, version) is closes
+
+
+@pytest.mark.parametrize("value", [b"a\x01b", b"\x1b[0m", b"a\x7f", b"a\x0cb", b"a\rb", b"\x00"])
+def test_a_control_byte_in_a_value_is_a_bad_head(value: bytes) -> None:
+    with pytest.raises(BadHead) as caught:
+        wire.read_fields(io.BytesIO(b"X-A: " + value + b"\r\n\r\n"))
+    assert caught.value.status == HTTPStatus.BAD_REQUEST
+
+
+def test_the_head_budget_counts_every_line() -> None:
+    head = b"X-A: " + b"v" * 90 + b"\r\n"  # 97 bytes a line
+    assert wire.read_fields(io.BytesIO(head * 2 + b"\r\n"), budget=196) == {"x-a": ["v" * 90] * 2}
+    with pytest.raises(BadHead) as caught:
+        wire.read_fields(io.BytesIO(head * 2 + b"\r\n"), budget=195)
+    assert caught.value.status == HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE
+    assert caught.value.details == "the request head is over 16 KiB"
+
+
+@pytest.mark.parametrize(
+    ("fields", "version", "details"),
+    [
+        ({}, (1, 1), "exactly one Host field is required"),
+        ({"host": ["a", "a"]}, (1, 0), "exactly one Host field is required"),
+        ({"host": ["a"], "authorization": ["x", "x"]}, (1, 1), "at most one Authorization"),
+    ],
+)
+def test_host_and_authorization_are_checked(
+    fields: dict[str, list[str]], version: tuple[int, int], details: str
+) -> None:
+    with pytest.raises(BadHead, match=details):
+        wire.check_fields(fields, version)
+    wire.check_fields({"host": ["a"], "authorization": ["x"]}, (1, 1))
+    wire.check_fields({}, (1, 0))
+
+
 def test_a_response_is_one_bytes_object_with_its_length_and_date() -> None:
     data = wire.encode_json(
         HTTPStatus.NOT_FOUND, {"error": "not found"}, {"Allow": "GET"}, server="sift/t", close=True
