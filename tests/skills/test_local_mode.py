@@ -214,7 +214,9 @@ def test_stdio_requests_choose_their_mode(
         yield b'{"query": "excel workbook"}\n'
         yield b'{"query": "excel workbook", "mode": "keyword"}\n'
 
-    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=lines()))
+    pending = lines()  # read lazily, line by line, as the session reads stdin
+    stdin = types.SimpleNamespace(readline=lambda size=-1: next(pending, b""))
+    monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=stdin))
     code, out, _ = run(capsys, "--stdio", "--config", str(config), "--skills-dir", str(catalog_dir))
     assert code == 0
     local, none, bad, keyword, reloaded, configured, forced = map(json.loads, out.splitlines())
