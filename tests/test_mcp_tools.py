@@ -14,6 +14,7 @@ from gatewaykit import FakeUpstream, gateway, write_config
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+from siftlib.config import FetchConfig
 from siftlib.mcp.protocol import ArgumentError, Tool, ToolResult
 from siftlib.mcp.tools import SkillsPlace, Toolbox, Where, check_arguments
 
@@ -266,41 +267,22 @@ def test_web_fetch_disabled_is_a_tool_error(tmp_path: Path, page: str) -> None:
     )
 
 
-def test_web_fetch_through_a_gateway(tmp_path: Path, httpserver: HTTPServer) -> None:
-    envelope = {
-        "url": "https://example.org/a",
-        "final_url": "https://example.org/b",
-        "status": 404,
-        "content_type": "text/html",
-        "title": "Gone",
-        "description": "",
-        "language": "en",
-        "content": "# Gone",
-        "links": [],
-        "truncated": False,
-        "warnings": [],
-        "timings": {"fetch_ms": 3, "convert_ms": 1},
-    }
-    httpserver.expect_request("/v1/fetch", method="POST").respond_with_json(envelope)
-    toolbox = open_toolbox(tmp_path, server=httpserver.url_for("/").rstrip("/"))
-    result = run(toolbox, "web_fetch", {"url": "https://example.org/a", "format": "links"})
-    toolbox.close()
-    assert result.structured == {
-        "url": "https://example.org/a",
-        "final_url": "https://example.org/b",
-        "status": 404,
-        "title": "Gone",
-        "content": "# Gone",
-        "truncated": False,
-        "warnings": [],
-    }
-    sent = json.loads(httpserver.log[0][0].data)
-    assert sent == {
-        "url": "https://example.org/a",
-        "format": "links",
-        "main_content": True,
-        "max_chars": 20000,
-    }
+def test_web_fetch_through_a_gateway(tmp_path: Path, page: str) -> None:
+    (tmp_path / "gw").mkdir()
+    allow = FetchConfig(allow=(page.split("/")[2],))
+    with gateway(tmp_path / "gw", fetch=allow) as gw:
+        toolbox = open_toolbox(tmp_path, server=gw.url)
+        try:
+            links = run(toolbox, "web_fetch", {"url": page, "format": "links"})
+            blocked = run(toolbox, "web_fetch", {"url": "http://10.1.2.3/admin"})
+        finally:
+            toolbox.close()
+    assert links.structured is not None
+    assert (links.structured["url"], links.structured["status"]) == (page, 200)
+    found = links.structured["content"].splitlines()
+    assert found and all(line.startswith("http") for line in found)
+    assert blocked.is_error is True and blocked.text.startswith("Blocked: ")
+    assert "10.1.2.3" in blocked.text
 
 
 # skill_search
