@@ -292,7 +292,9 @@ class RedisStore:
             return {name: self._total((name, day)) for name in sorted(known)}
 
     def close(self) -> None:
-        """Close the connections to the store."""
+        """Close the connections to the store; later cache operations raise StoreError."""
+        with self._state:
+            self._problem, self._retry_at = "the store is closed", float("inf")
         self._client.close()
 
     def _book(self, slot: Slot, *, credits: int, cap: int) -> bool | None:

@@ -367,3 +367,14 @@ def test_a_reservation_settles_in_the_ledger_that_booked_it_once_the_store_is_ba
     with redis_server.client() as client:
         assert client.get("sift:cap:tavily:2025-11-30") == b"3"  # restarted empty: 2 + 1
     assert store.daily_credits(day=DAY) == {"tavily": 3}
+
+
+def test_a_closed_store_is_not_reopened_behind_the_callers_back(
+    open_shared: Callable[..., RedisStore],
+) -> None:
+    store = open_shared()
+    store.close()
+    with pytest.raises(StoreError):
+        store.cache_get(key(), now=NOW)
+    assert store.problem == "the store is closed"
+    assert store.reserve("tavily", day=DAY, cap=4) is not None  # a cap operation never raises
