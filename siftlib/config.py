@@ -8,6 +8,11 @@ The `[skill_search]` table belongs to skill search, which reads and validates it
 (`siftlib.skills.consent`; an invalid table there disables reranking instead of failing
 every command): here the key is only allowed.
 
+`[server] store` is "sqlite" or a Redis-protocol URL (store.md). The URL may not carry a
+password (it belongs in secret.env as `SIFT_STORE_PASSWORD`) nor `?options` (the client
+would let them override it), and the `redis` client must be installed: that is checked here
+with `find_spec`, without importing it, so a missing extra is a config error at start.
+
 Secrets live in a private map loaded once; the process environment is the fallback for each
 key. `Secrets` never shows a value in its repr.
 """
