@@ -336,8 +336,8 @@ def test_a_slow_store_fails_each_late_operation_and_is_down_after_three_in_a_row
     monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)  # try the store again at once
     store = open_shared()
     with redis_server.client() as client, caplog.at_level(logging.WARNING, logger="sift"):
-        paused_until = time.monotonic() + 0.8
-        client.client_pause(800)  # every client's command waits: a store too slow for 50 ms
+        paused_until = time.monotonic() + 1.5
+        client.client_pause(1500)  # every client's command waits: a store too slow for 50 ms
         for _ in range(2):
             with pytest.raises(StoreError, match="^unavailable$"):
                 store.cache_get(key(), now=NOW)
