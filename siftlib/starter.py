@@ -54,8 +54,13 @@ url = "https://api.tavily.com/search"
 daily_credit_cap = 500             # credits per UTC day; 0 = no cap
 no_rerank = false                  # true: Tavily's own order is kept as a prefix
 
-# `sift rerank-skills`: semantic reranking by a hosted model is off unless you opt in here
-# (only this global config can) and export TYPESAFE_API_KEY. Off, nothing leaves the machine.
+# `sift rerank-skills`: "keyword" is the baseline; "local" ranks offline and can say that no
+# skill fits (a project's .sift/config.toml may choose it too). Semantic reranking by a hosted
+# model is off unless you opt in below (only this global config can) and export
+# TYPESAFE_API_KEY; it takes precedence over local. Off, nothing leaves the machine.
+[skill_search]
+mode = "keyword"
+
 [skill_search.reranking]
 enabled = false                    # only the literal true opts in
 experimental_fit = false           # also ask, per skill, whether it fits (needs enabled)
