@@ -53,7 +53,7 @@ class Tools:
         return ToolResult(text)
 
     def boom(self, arguments: dict[str, Any], cancel: threading.Event) -> ToolResult:
-        raise RuntimeError("the tool broke")
+        raise RuntimeError("the tool broke at https://example.org/private?token=s3cret")
 
     def all(self) -> list[Tool]:
         return [
@@ -325,10 +325,12 @@ def test_bad_arguments_are_a_tool_error_not_a_protocol_error(peer: Peer) -> None
     ]
 
 
-def test_a_tool_that_raises_is_a_tool_error(peer: Peer) -> None:
+def test_a_tool_that_raises_is_a_tool_error(peer: Peer, caplog: pytest.LogCaptureFixture) -> None:
     result = peer.request("tools/call", call("boom", "x"))["result"]
     assert result["isError"] is True
     assert "the tool broke" not in result["content"][0]["text"]
+    assert "boom failed (RuntimeError)" in caplog.text
+    assert "s3cret" not in caplog.text and "example.org" not in caplog.text
 
 
 # Concurrency and cancellation

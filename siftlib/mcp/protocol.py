@@ -30,7 +30,8 @@ Decisions where the specs leave room:
   over `MAX_LINE_BYTES` is -32700 without being parsed. The server goes on after each.
 - Invalid tool arguments are a tool result with `isError` (the model can correct itself, as
   MCP 2025-11-25 asks); an unknown tool name is -32602; a tool that raises is a tool result
-  with `isError` and the traceback goes to stderr.
+  with `isError`, and the log names the exception's type only (its message could carry a
+  query or a URL, which logs never do).
 - `ping` is answered in both eras.
 - A client that closes its reading end only loses its answers: the server reads on to the
   end of input and exits 0, as it does when stdin closes.
@@ -297,8 +298,9 @@ class Server:
                 return
             try:
                 result = tool.run(arguments, call.cancel)
-            except Exception:
-                log.exception("mcp: %s failed", tool.name)
+            except Exception as exc:
+                # The type only: a message or traceback may carry the query or the page's URL.
+                log.error("mcp: %s failed (%s)", tool.name, type(exc).__name__)
                 result = ToolResult(f"{tool.name} failed inside sift; see its log.", is_error=True)
         finally:
             with self._calls_lock:
