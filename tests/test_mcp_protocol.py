@@ -208,6 +208,12 @@ def test_discover_lists_versions_capabilities_identity_and_cache_hints(peer: Pee
     assert result["cacheScope"] == "public"
 
 
+def test_discover_without_an_envelope_still_answers_in_the_stateless_shape(peer: Peer) -> None:
+    result = peer.request("server/discover")["result"]
+    assert result["resultType"] == "complete" and result["ttlMs"] > 0
+    assert "2026-07-28" in result["supportedVersions"]
+
+
 def test_stateless_requests_need_no_initialize(peer: Peer) -> None:
     listing = peer.request("tools/list", {"_meta": MODERN})["result"]
     assert listing["resultType"] == "complete"

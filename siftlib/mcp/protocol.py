@@ -32,7 +32,8 @@ Decisions where the specs leave room:
   MCP 2025-11-25 asks); an unknown tool name is -32602; a tool that raises is a tool result
   with `isError`, and the log names the exception's type only (its message could carry a
   query or a URL, which logs never do).
-- `ping` is answered in both eras.
+- `ping` is answered in both eras; `server/discover` without an envelope is answered too,
+  in the stateless shape (it exists in no other).
 - A client that closes its reading end only loses its answers: the server reads on to the
   end of input and exits 0, as it does when stdin closes.
 """
@@ -213,7 +214,8 @@ class Server:
         try:
             if not isinstance(params, dict):
                 raise ProtocolError(INVALID_PARAMS, "Invalid params: params must be an object")
-            modern = _is_modern(params, method)
+            # discover exists only in the stateless revision: its answer always has that shape.
+            modern = _is_modern(params, method) or method == "server/discover"
             if method == "tools/call":
                 self._start_call(request_id, params, modern, pool)
                 return
