@@ -12,8 +12,10 @@ Each query term is matched by its own stem (weight 1) and by the stems of the ot
 every vocabulary concept it belongs to (`SYNONYM_WEIGHT`). Per skill, a query term counts
 once, by its best match, so a concept with many terms does not outvote the query's other
 terms. Measured and left out (no gain on the development halves): WordNet synonyms (first two
-senses, weight 0.3–0.5: top-1 unchanged, declines 2–11 points worse) and prefix matching for
-morphology beyond the stemmer (no change at any prefix length from 4 to 6).
+senses, weight 0.3–0.6: top-1 within a point, declines 2–11 points worse), prefix matching for
+morphology beyond the stemmer (no change at any prefix length from 4 to 6), and counting a
+synonym match in full in the coverage below, for every synonym or only for one naming the
+skill (the same trade-off between picking the right skill and declining, moved along).
 
 Besides the score, each skill gets a coverage: the share of the query's information (its
 terms weighed by their IDF, a term the catalog never uses weighing most) that the skill
