@@ -378,3 +378,13 @@ def test_a_closed_store_is_not_reopened_behind_the_callers_back(
         store.cache_get(key(), now=NOW)
     assert store.problem == "the store is closed"
     assert store.reserve("tavily", day=DAY, cap=4) is not None  # a cap operation never raises
+
+
+def test_a_valkey_url_speaks_the_same_protocol(redis_server: RedisServer) -> None:
+    url = redis_server.url.replace("redis://", "valkey://")
+    store = open_redis_store(url, password=None, prefix="sift:", fallback_share=0.5, fill_timeout=8)
+    try:
+        assert store.problem is None
+        assert spend(store, cap=1) == "shared"
+    finally:
+        store.close()
