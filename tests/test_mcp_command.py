@@ -137,3 +137,31 @@ def test_a_client_that_stops_reading_gets_a_clean_exit(env: dict[str, str], tmp_
     stderr = server.stderr.read()
     server.stderr.close()
     assert b"Traceback" not in stderr and b"Exception ignored" not in stderr
+
+
+LISTING_PROBE = """
+import sys
+from siftlib.cli import main
+code = main(["mcp"])
+heavy = ("httpx", "siftlib.pipeline", "siftlib.fetch", "siftlib.store", "siftlib.server", "lxml")
+sys.stderr.write("HEAVY " + (" ".join(m for m in heavy if m in sys.modules) or "-") + "\\n")
+sys.exit(code)
+"""
+
+
+def test_listing_the_tools_imports_no_backend(env: dict[str, str], tmp_path: Path) -> None:
+    stdin = lines(
+        request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}),
+        request(2, "tools/list"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", LISTING_PROBE],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert done.returncode == 0
+    assert len(done.stdout.splitlines()) == 2
+    assert b"HEAVY -\n" in done.stderr, done.stderr
