@@ -230,10 +230,6 @@ class Searcher:
         for upstream in self._upstreams.values():
             upstream.close()
 
-    def key(self, name: str) -> str | None:
-        """Return the API key of an enabled source, if it has one."""
-        return self._keys.get(name)
-
     def unavailable(self, name: str) -> str | None:
         """Say why a source cannot be called at all (disabled, missing key, DNS, refused)."""
         if name not in self._sources:
@@ -479,18 +475,21 @@ class Searcher:
     def _request(self, name: str, query: str, k: int, *, page: int = 1) -> httpx.Request:
         return self._sources[name].build_request(query, k=k, key=self._keys[name], page=page)
 
-    def call(self, name: str, request: httpx.Request, *, caller: str) -> SourceOutcome:
-        """Send one hand-built request to a source under its daily cap and the search timeout.
+    def call(
+        self, name: str, build: Callable[[str | None], httpx.Request], *, caller: str
+    ) -> SourceOutcome:
+        """Send one request, built by `build(key)`, to a source under its cap and timeout.
 
         The bake-off's agent-style Tavily call uses this: same pinned client, cap, deadline,
-        body limits, response mapping and counters as a search, another request body.
+        body limits, response mapping and counters as a search, another request body. The
+        source's key goes only to `build` (a wire-format function), never back to the caller.
         """
         day = utc_day(self.clock())
         deadline = time.monotonic() + self.config.timeout
         capped, reservation = self._reserve(name, day)
         if capped:
             return SourceOutcome(name, failure="daily cap", sent=False)
-        outcome = self._call(name, request, deadline)
+        outcome = self._call(name, build(self._keys.get(name)), deadline)
         self._account(caller, outcome, reservation, day)
         return outcome
 

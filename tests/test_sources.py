@@ -10,7 +10,7 @@ import pytest
 from siftlib.sources import SOURCES, BadResponse, Unresponsive
 from siftlib.sources.brave_llm import BraveLLM
 from siftlib.sources.searxng import SearXNG
-from siftlib.sources.tavily import Tavily
+from siftlib.sources.tavily import Tavily, agent_request
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 REAL_DIRS = {"searxng": "searxng", "brave_llm": "brave", "tavily": "tavily"}
@@ -171,6 +171,18 @@ def test_tavily_exact_request_body() -> None:
     }
     assert request.headers["authorization"] == "Bearer tvly-x"
     assert str(request.url) == "https://api.tavily.com/search"
+
+
+def test_tavily_agent_request_is_what_an_agents_own_tool_sends() -> None:
+    request = agent_request("https://api.tavily.com/search", "q", 50, "tvly-x")
+    assert json.loads(request.content) == {
+        "query": "q",
+        "max_results": 20,
+        "include_raw_content": False,
+        "include_images": False,
+    }
+    assert request.method == "POST" and str(request.url) == "https://api.tavily.com/search"
+    assert request.headers["authorization"] == "Bearer tvly-x"
 
 
 @pytest.mark.parametrize("name", ["searxng", "brave_llm", "tavily"])

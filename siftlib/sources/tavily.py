@@ -7,6 +7,11 @@ is never returned or stored even when Tavily sends one. Results are kept in Tavi
 that are not a number from 0 to `MAX_CREDITS` (a basic search costs 1, an advanced one 2)
 make the answer a `BadResponse`, so a hostile `1e30` never reaches the daily total.
 A result's `published_date` (news results carry one) becomes `published`.
+
+`agent_request` is the other body sift sends Tavily, for the bake-off's `tavily-direct`
+configuration: the one an agent's own Tavily web-search tool sends, `{"query", "max_results":
+min(k, 20), "include_raw_content": false, "include_images": false}` (no `usage`: an answer
+without it counts one credit).
 """
 
 from __future__ import annotations
@@ -41,6 +46,17 @@ def request_body(query: str, k: int) -> dict[str, object]:
         "include_images": False,
         "include_usage": True,
     }
+
+
+def agent_request(url: str, query: str, k: int, key: str | None) -> httpx.Request:
+    """Return the request an agent's own Tavily tool sends for `query`."""
+    body = {
+        "query": query,
+        "max_results": min(k, MAX_RESULTS),
+        "include_raw_content": False,
+        "include_images": False,
+    }
+    return httpx.Request("POST", url, json=body, headers={"Authorization": f"Bearer {key or ''}"})
 
 
 class Tavily(Source):
