@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import http.client
 import io
+import random
 from http import HTTPStatus
 
 import pytest
@@ -146,3 +148,76 @@ def test_a_response_is_one_bytes_object_with_its_length_and_date() -> None:
 def test_the_date_is_an_rfc_9110_imf_fixdate() -> None:
     assert wire.http_date(0) == "Thu, 01 Jan 1970 00:00:00 GMT"
     assert wire.http_date(86400.7) == "Fri, 02 Jan 1970 00:00:00 GMT"
+
+
+# --- the head parser against the stdlib's, over a corpus -----------------------------------
+
+TOKEN = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+VALUE = [chr(c) for c in range(0x21, 0x7F)] + [" ", "\t"] + [chr(c) for c in range(0xA0, 0x100)]
+
+
+def stdlib_fields(head: bytes) -> dict[str, list[str]]:
+    """Parse a head with `http.client.parse_headers`, as `read_fields` shapes its answer."""
+    message = http.client.parse_headers(io.BytesIO(head))
+    fields: dict[str, list[str]] = {}
+    for name, value in message.items():
+        # RFC 9112 §5: whitespace after a field value is not part of it; the stdlib keeps it.
+        fields.setdefault(name.lower(), []).append(value.rstrip(" \t"))
+    return fields
+
+
+def generated_heads(count: int) -> list[bytes]:
+    """Well-formed heads: any token names (some repeated, any case), any legal value bytes."""
+    rng = random.Random(9112)
+    heads = []
+    for _ in range(count):
+        end = rng.choice([b"\r\n", b"\n"])
+        names = ["".join(rng.choices(TOKEN, k=rng.randint(1, 12))) for _ in range(6)]
+        lines = []
+        for _ in range(rng.randint(0, 30)):
+            name = rng.choice(names)
+            name = "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in name)
+            inner = "".join(rng.choices(VALUE, k=rng.randint(0, 40))).strip(" \t")
+            padding = [rng.choice(["", " ", "  ", "\t", " \t"]) for _ in range(2)]
+            value = padding[0] + inner + padding[1]
+            lines.append(f"{name}:{value}".encode("latin-1") + end)
+        heads.append(b"".join(lines) + end)
+    return heads
+
+
+HAND_WRITTEN = [
+    b"Host: x\r\n\r\n",
+    b"Host: x\r\nX-A: 1\r\nx-a: 2\r\n\r\n",
+    b"Content-Type:application/json\r\nContent-Length: 12\r\n\r\n",
+    b"X-Empty:\r\nX-Blank: \t \r\n\r\n",
+    b"X-Colon: a:b:c\r\nX-Inner: a  b\tc\r\n\r\n",
+    b"X-Latin: caf\xe9 \xa0\xff\r\n\r\n",
+    b"Host: x\nA: b\n\n",
+    b"Authorization: Bearer abc.def~+/=\r\n\r\n",
+    b"\r\n",
+]
+
+
+@pytest.mark.parametrize("head", HAND_WRITTEN + generated_heads(400))
+def test_read_fields_agrees_with_the_stdlib_on_well_formed_heads(head: bytes) -> None:
+    rfile = io.BytesIO(head + b"BODY")
+    assert wire.read_fields(rfile) == stdlib_fields(head)
+    assert rfile.read() == b"BODY"  # the head is consumed exactly, up to its blank line
+
+
+@pytest.mark.parametrize(
+    ("head", "why"),
+    [
+        (b"Host : x\r\n\r\n", "whitespace before the colon (RFC 9112 §5.1: must be a 400)"),
+        (b"X-A: 1\r\n  folded\r\n\r\n", "an obsolete folded line"),
+        (b"X-A: 1\rX-B: 2\r\n\r\n", "a bare CR inside a value"),
+        (b"X-A: a\0b\r\n\r\n", "a NUL inside a value"),
+        (b"no colon here\r\n\r\n", "a line that is not a field"),
+        (b"B\xe4d: x\r\n\r\n", "a name outside the token characters"),
+    ],
+)
+def test_read_fields_refuses_what_the_stdlib_lets_through(head: bytes, why: str) -> None:
+    http.client.parse_headers(io.BytesIO(head))  # lenient: no error
+    with pytest.raises(BadHead) as caught:
+        wire.read_fields(io.BytesIO(head))
+    assert caught.value.status == HTTPStatus.BAD_REQUEST, why
