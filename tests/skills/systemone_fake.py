@@ -1,8 +1,9 @@
 """A fake TypeSafe System One server on 127.0.0.1, speaking the real wire format.
 
-Every request it receives is checked against the official SDK's request models
-(`typesafe-sdk`, a test-only dependency); every answer it builds is checked against the SDK's
-response model before it is sent, so the fake cannot drift from the real format.
+Every request it receives is checked by `check_request`, and every answer it builds by
+`check_response`: the wire format's rules written out here, so `make test` needs no SDK.
+That these checks and the fake's answers agree with the official SDK (`typesafe-sdk`, which
+pulls in pydantic) is proven by `tests/contract/test_systemone_sdk.py` under `make contract`.
 """
 
 from __future__ import annotations
@@ -16,28 +17,46 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import httpx2
-import typesafe_sdk
-from typesafe_sdk._schemas import models as wire
-
 Reply = tuple[int, bytes] | str  # (status, body), or "hang" / "trickle" / "close"
 
 
-def sdk_check_request(body: dict[str, Any]) -> None:
-    """Raise unless `body` is a System One request the SDK's models accept, with nothing extra."""
-    wire.SystemOneRequest.model_validate(body)
+_QUESTION_FIELDS = {
+    "choice": {"type", "instructions", "criteria"},
+    "noul": {"type", "instructions"},
+}
+
+
+def check_request(body: dict[str, Any]) -> None:
+    """Raise unless `body` is a System One request as sift sends it, with nothing extra."""
     assert set(body) == {"model", "state", "questions"}, sorted(body)
-    for question in body["questions"].values():
-        model = {"choice": typesafe_sdk.Choice, "noul": typesafe_sdk.Noul}[question["type"]]
-        model.model_validate(question)  # extra="forbid": no unknown field
+    assert isinstance(body["model"], str) and isinstance(body["state"], dict | list | str)
+    assert isinstance(body["questions"], dict) and body["questions"]
+    for label, question in body["questions"].items():
+        assert isinstance(label, str) and isinstance(question, dict), label
+        kind = question.get("type")
+        assert kind in _QUESTION_FIELDS, kind
+        assert set(question) <= _QUESTION_FIELDS[kind], sorted(question)
+        assert isinstance(question.get("instructions", ""), str)
+        if kind == "choice":
+            criteria = question["criteria"]
+            assert isinstance(criteria, dict) and criteria
+            assert all(isinstance(c, str) and isinstance(t, str) for c, t in criteria.items())
 
 
-def sdk_check_response(raw: bytes) -> typesafe_sdk.SystemOneResponse:
-    """Decode `raw` as the SDK does; raise when the SDK would reject it."""
-    request = httpx2.Request("POST", "https://api.typesafe.ai/v1/systemone")
-    return typesafe_sdk.SystemOneResponse.from_http_response(
-        httpx2.Response(200, content=raw, request=request)
-    )
+def check_response(raw: bytes) -> None:
+    """Raise unless `raw` is a System One answer: model, usage tokens, typed answers."""
+    data = json.loads(raw)
+    assert isinstance(data["model"], str)
+    usage = data["usage"]
+    assert all(isinstance(usage[k], int) for k in ("input_tokens", "output_tokens"))
+    for answer in data.get("answers", {}).values():
+        if answer["type"] == "choice":
+            assert isinstance(answer["choice"], str) and answer["choice"] in answer["probabilities"]
+            numbers = [answer["confidence"], *answer["probabilities"].values()]
+        else:
+            assert answer["type"] == "noul", answer["type"]
+            numbers = [answer["noul"]]
+        assert all(isinstance(n, float | int) and 0 <= n <= 1 for n in numbers)
 
 
 def candidate_ids(body: dict[str, Any]) -> dict[str, str]:
@@ -59,7 +78,7 @@ def choice(body: dict[str, Any], by_name: dict[str, float], none: float) -> dict
 
 
 def envelope(answers: dict[str, Any], *, tokens: tuple[int, int] = (321, 7)) -> bytes:
-    """Wrap answers in a full response body, checked against the SDK."""
+    """Wrap answers in a full response body, checked as the wire format says."""
     raw = json.dumps(
         {
             "model": "jev-2026-09-15",
@@ -67,7 +86,7 @@ def envelope(answers: dict[str, Any], *, tokens: tuple[int, int] = (321, 7)) -> 
             "usage": {"input_tokens": tokens[0], "output_tokens": tokens[1]},
         }
     ).encode()
-    sdk_check_response(raw)
+    check_response(raw)
     return raw
 
 
@@ -101,7 +120,7 @@ class Seen:
     headers: dict[str, str]
     raw: bytes
     body: dict[str, Any]
-    sdk_error: str | None
+    format_error: str | None
 
 
 @dataclass
@@ -123,7 +142,7 @@ def _handler_class(fake: FakeSystemOne) -> type[BaseHTTPRequestHandler]:
             raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             body = json.loads(raw)
             try:
-                sdk_check_request(body)
+                check_request(body)
                 error = None
             except Exception as exc:  # recorded, asserted on by the tests
                 error = repr(exc)

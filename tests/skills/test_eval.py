@@ -246,7 +246,7 @@ class TestReranked:
         assert (reranked["input_tokens"], reranked["output_tokens"]) == (321 * 150, 7 * 150)
         assert reranked["decisions"] == {"accepted": shortlisted, "no_match": 150 - shortlisted}
         assert report["modes"]["keyword"]["selection"] == [48, 100]
-        assert all(seen.sdk_error is None for seen in fake.requests)
+        assert all(seen.format_error is None for seen in fake.requests)
 
     @pytest.mark.parametrize("ceiling", [0, 7])
     def test_max_requests_is_a_hard_ceiling(

@@ -29,10 +29,10 @@ from siftlib.skills.shortlist import OutboundRequest, build_request
 from .systemone_fake import (
     FakeSystemOne,
     catalog_of,
+    check_request,
     envelope,
     free_port_refusing,
     ranked,
-    sdk_check_request,
     serve,
 )
 
@@ -59,7 +59,7 @@ class TestBody:
     def test_body_is_a_valid_system_one_request(self, tmp_path: Path) -> None:
         request = outbound(tmp_path)
         body = json.loads(build_body(request, model="jev-latest", fit=False))
-        sdk_check_request(body)
+        check_request(body)
         assert body["model"] == "jev-latest"
         assert body["state"] == request.body
         assert set(body["questions"]) == {"selection"}
@@ -80,7 +80,7 @@ class TestBody:
 
     def test_fit_mode_adds_one_noul_per_candidate(self, tmp_path: Path) -> None:
         body = json.loads(build_body(outbound(tmp_path), model="jev-latest", fit=True))
-        sdk_check_request(body)
+        check_request(body)
         assert set(body["questions"]) == {"selection", "fit_c0", "fit_c1", "fit_c2"}
         assert all(body["questions"][f"fit_c{i}"]["type"] == "noul" for i in range(3))
 
@@ -94,7 +94,7 @@ class TestBody:
         for fit, bound in ((False, ENVELOPE_BYTES), (True, FIT_ENVELOPE_BYTES)):
             body = build_body(request, model=model, fit=fit)
             assert len(body) - len(request.payload) <= bound
-            sdk_check_request(json.loads(body))
+            check_request(json.loads(body))
 
     def test_an_envelope_over_its_bound_is_refused_before_any_call(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -175,7 +175,7 @@ class TestClient:
         assert seen.headers["Authorization"] == f"Bearer {KEY}"
         assert seen.headers["Content-Type"] == "application/json"
         assert seen.raw == body
-        assert seen.sdk_error is None
+        assert seen.format_error is None
 
     def test_base_url_comes_from_the_environment(self, monkeypatch: pytest.MonkeyPatch) -> None:
         assert resolve_base_url(None) == "https://api.typesafe.ai"

@@ -125,7 +125,7 @@ class TestDecisions:
         assert names(result) != names(baseline)
         assert session.recorder.last.decision is Decision.ACCEPTED
         (seen,) = session.fake.requests
-        assert seen.sdk_error is None
+        assert seen.format_error is None
 
     def test_worked_example_with_limit_one(self, session: Session, catalog: Catalog) -> None:
         session.fake.handler = ranked(EXAMPLE, 0.05)
@@ -402,7 +402,7 @@ class TestFit:
         assert names(result) == ["pdf-merge", "pdf-ocr"]
         assert result.total == 3
         (seen,) = fake.requests
-        assert seen.sdk_error is None
+        assert seen.format_error is None
         assert len(seen.body["questions"]) == 1 + len(seen.body["state"]["candidates"])
 
     def test_all_inapplicable_is_no_match(self, fake: FakeSystemOne, catalog: Catalog) -> None:
@@ -709,7 +709,7 @@ class TestCommandWiring:
         out = self.run(capsys, tmp_path, "[skill_search.reranking]\nenabled = true\n")
         assert [m["name"] for m in out["details"]["matches"]] == list(EXAMPLE)
         assert out["details"]["total"] == 3
-        assert len(fake.requests) == 1 and fake.requests[0].sdk_error is None
+        assert len(fake.requests) == 1 and fake.requests[0].format_error is None
 
     def test_no_key_or_no_consent_makes_no_request(
         self,
@@ -809,7 +809,7 @@ class TestRealCatalog:
             fake.handler = handler
             result, _ = session.search(catalog, query=query)
             seen = fake.requests[-1]
-            assert seen.sdk_error is None
+            assert seen.format_error is None
             sent = seen.body["state"]["candidates"]
             assert len(sent) == 64
             assert [skill.name for skill in result.matches] == [sent[-1]["name"]]
