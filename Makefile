@@ -54,7 +54,8 @@ bench: install redis-server wrk
 serve: install
 	$(BIN)/sift serve
 
-# Real-client contracts: the Firecrawl SDK and the Hermes agent against /v2/search; the MCP
+# Real-client contracts: the Firecrawl SDK and the Hermes agent against /v2/search, the
+# TypeSafe SDK against the System One bodies and the fake's answers; the MCP
 # SDK (2.x in its three modes, 1.26.0 as Hermes uses it) driving `sift mcp` over stdio.
 contract: $(CONTRACT_STAMP) $(MCP_STAMPS)
 	$(BIN)/python -m pytest -q -m contract tests/contract
