@@ -1,8 +1,9 @@
 """`sift rerank-skills`: find the right agent skill in the local catalog (skills.md §1).
 
 One search per run, or a `--stdio` session (`siftlib.skills.session`) answering one JSON
-request per line. `--mode keyword|local` (a request's `"mode"`) picks the ranking (§10);
-without it, `[skill_search] mode` in the project or global config does (`siftlib.skills.mode`).
+request per line. `--mode keyword|local` picks the ranking (§10); in a session, a request's
+`"mode"` wins over it. Without either, `[skill_search] mode` in the project or global config
+does (`siftlib.skills.mode`).
 `sift rerank-skills eval` is its own command (`rerank_skills_eval`).
 
 Diagnostics (shadowed skills, ignored or invalid config) go to stderr; stdout carries only
@@ -76,17 +77,18 @@ def run(args: argparse.Namespace) -> int:
             cwd=cwd,
         )
 
+    try:
+        mode = None if args.mode is None else check_mode(args.mode)
+    except ToolError as exc:
+        return _tool_error(args, str(exc))
     if args.stdio:
-        if args.query or args.mode:
-            sys.stderr.write(
-                "sift rerank-skills: --stdio takes its queries (and modes) from stdin\n"
-            )
+        if args.query:
+            sys.stderr.write("sift rerank-skills: --stdio takes its queries from stdin\n")
             return 2
-        return serve_stdio(open_session, sys.stdin.buffer, sys.stdout, warn=warn)
+        return serve_stdio(open_session, sys.stdin.buffer, sys.stdout, warn=warn, mode=mode)
     query = " ".join(args.query)
     try:
         limit = parse_limit(args.limit)
-        mode = None if args.mode is None else check_mode(args.mode)
         if not query_terms(query):
             raise ToolError("the query has no search terms (letters or digits)")
     except ToolError as exc:

@@ -121,8 +121,9 @@ def serve_stdio(
     stdout: IO[str],
     *,
     warn: Callable[[Sequence[str]], None],
+    mode: str | None = None,
 ) -> int:
-    """Answer JSON request lines until EOF; each answer is one whole line, in request order."""
+    """Answer JSON request lines until EOF, in `mode` unless a request names its own."""
     # Imported here: one-shot searches never pay for the thread pool.
     import queue
     import threading
@@ -159,7 +160,8 @@ def serve_stdio(
                     warn(diagnostics)
                     answers.put(_done({"ok": True}))
                 else:
-                    answers.put(pool.submit(_answer, session, *request))
+                    query, limit, asked = request
+                    answers.put(pool.submit(_answer, session, query, limit, asked or mode))
     finally:
         answers.put(None)
         writer.join()

@@ -123,9 +123,16 @@ def test_a_bad_mode_is_a_tool_error(
     assert code == 2 and out == "" and "mode must be" in err
 
 
-def test_stdio_takes_its_modes_from_stdin(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "--stdio", "--mode", "local")
-    assert code == 2 and out == "" and "--stdio" in err
+def test_a_session_mode_holds_for_requests_without_their_own(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, catalog_dir: Path
+) -> None:
+    lines = ['{"query": "excel workbook"}', '{"query": "excel workbook", "mode": "keyword"}']
+    local, keyword = stdio(
+        capsys, monkeypatch, lines, "--mode", "local", "--skills-dir", str(catalog_dir)
+    )
+    assert local["details"]["mode"] == "local" and "mode" not in keyword["details"]
+    code, out, _ = run(capsys, "--stdio", "--mode", "semantic", "--json")
+    assert code == 2 and "mode must be" in json.loads(out)["error"]
 
 
 # --- config ------------------------------------------------------------------------------
