@@ -374,6 +374,25 @@ def test_opted_in_reranking_opens_the_world_and_reorders(
     assert len(httpserver.log) == 1
 
 
+def test_a_cancelled_skill_search_makes_no_provider_call(
+    tmp_path: Path, httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TYPESAFE_API_KEY", "ts-key")
+    monkeypatch.setenv("TYPESAFE_BASE_URL", httpserver.url_for("/"))
+    config = tmp_path / "config.toml"
+    config.write_text("[skill_search.reranking]\nenabled = true\n")
+    toolbox = open_toolbox(tmp_path, config=config)
+    tool = {tool.name: tool for tool in toolbox.tools()}["skill_search"]
+    cancelled = threading.Event()
+    cancelled.set()
+    try:
+        result = tool.run(tool.check({"query": "fill pdf form"}), cancelled)
+    finally:
+        toolbox.close()
+    assert result.structured is not None and result.structured["results"]  # the baseline
+    assert httpserver.log == []
+
+
 # Argument checks
 
 

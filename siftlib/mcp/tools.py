@@ -27,8 +27,9 @@ Decisions where mcp.md is silent:
 - `web_fetch.max_chars` defaults to 20000 (mcp.md) and is capped by `fetch.max_chars`;
   `format: links` gives the page's links, one a line, as the content. The text block is a
   head line (title, final URL, status, truncated) and then the content itself.
-- Cancelling a call drops its answer; upstream, page or provider requests already sent end at
-  their own deadline (the source timeout, `fetch.timeout`, `timeout_ms`).
+- Cancelling a call drops its answer. A `skill_search` also stops its work (the provider call
+  is aborted, or never made); the search and fetch libraries take no cancel signal, so their
+  requests already sent end at their own deadline (the source timeout, `fetch.timeout`).
 """
 
 from __future__ import annotations
@@ -323,7 +324,7 @@ class Toolbox:
         query, limit = arguments["query"], arguments["limit"]
         session = self._skill_session()
         try:
-            result = session.search(query, limit)
+            result = session.search(query, limit, cancel=cancel)
         except SiftError as exc:
             return _failure(exc)
         catalog = session.snapshot.catalog

@@ -39,6 +39,7 @@ from siftlib.skills.local import local_search
 from siftlib.skills.mode import DEFAULT_MODE, check_mode, configured_mode
 
 if TYPE_CHECKING:
+    import threading
     from concurrent.futures import Future
 
 _WORKERS = 4
@@ -59,7 +60,13 @@ class Reranker(Protocol):
     """Reorders the keyword baseline (spec §6–§8), or returns it unchanged."""
 
     def search(
-        self, catalog: Catalog, query: str, limit: int, baseline: SkillResult
+        self,
+        catalog: Catalog,
+        query: str,
+        limit: int,
+        baseline: SkillResult,
+        *,
+        cancel: threading.Event | None = None,
     ) -> SkillResult: ...
 
     def close(self) -> None: ...
@@ -98,13 +105,22 @@ class Session:
         diagnostics += mode_diagnostics
         return cls(snapshot, reranker=reranker), [*catalog.diagnostics, *diagnostics]
 
-    def search(self, query: str, limit: int, *, mode: str | None = None) -> SkillResult:
-        """Return the result for `query` in `mode` (default: the configured one)."""
+    def search(
+        self,
+        query: str,
+        limit: int,
+        *,
+        mode: str | None = None,
+        cancel: threading.Event | None = None,
+    ) -> SkillResult:
+        """Return the result for `query` in `mode` (default: configured); `cancel` aborts it."""
         snapshot = self.snapshot
         opted_in = self.reranker is not None and snapshot.settings.enabled and snapshot.key
         if mode != "keyword" and opted_in:
             baseline = keyword_search(snapshot.catalog, query, limit)
-            return self.reranker.search(snapshot.catalog, query, limit, baseline)  # type: ignore[union-attr]
+            return self.reranker.search(  # type: ignore[union-attr]
+                snapshot.catalog, query, limit, baseline, cancel=cancel
+            )
         if (mode or snapshot.mode) == "local":
             return local_search(snapshot.catalog, query, limit)
         return keyword_search(snapshot.catalog, query, limit)

@@ -347,12 +347,20 @@ class FakeReranker:
 
     def __init__(self) -> None:
         self.calls: list[tuple[Catalog, str, int, SkillResult]] = []
+        self.cancels: list[threading.Event | None] = []
         self.closed = 0
 
     def search(
-        self, catalog: Catalog, query: str, limit: int, baseline: SkillResult
+        self,
+        catalog: Catalog,
+        query: str,
+        limit: int,
+        baseline: SkillResult,
+        *,
+        cancel: threading.Event | None = None,
     ) -> SkillResult:
         self.calls.append((catalog, query, limit, baseline))
+        self.cancels.append(cancel)
         return SkillResult(matches=baseline.matches[::-1], total=baseline.total)
 
     def close(self) -> None:
@@ -386,6 +394,17 @@ def test_reranker_is_used_only_with_consent_and_key(fixture_catalog: Catalog) ->
     assert fake.calls == [(fixture_catalog, "pdf", 5, baseline)]
     session.close()
     assert fake.closed == 1
+
+
+def test_a_search_hands_its_cancel_event_to_the_reranker(fixture_catalog: Catalog) -> None:
+    fake = FakeReranker()
+    session = Session(
+        Snapshot(fixture_catalog, RerankSettings(enabled=True), SECRET), reranker=fake
+    )
+    cancel = threading.Event()
+    session.search("pdf", 5, cancel=cancel)
+    session.search("pdf", 5)
+    assert fake.cancels == [cancel, None]
 
 
 def test_tool_errors_never_reach_the_reranker(fixture_catalog: Catalog) -> None:
@@ -501,12 +520,18 @@ def test_stdio_answers_concurrently_in_request_order(fixture_catalog: Catalog) -
 
     class MeetingReranker(FakeReranker):
         def search(
-            self, catalog: Catalog, query: str, limit: int, baseline: SkillResult
+            self,
+            catalog: Catalog,
+            query: str,
+            limit: int,
+            baseline: SkillResult,
+            *,
+            cancel: threading.Event | None = None,
         ) -> SkillResult:
             threads.add(threading.current_thread().name)
             if query in ("pdf", "test"):
                 both_inside.wait()  # returns only if both searches run at the same time
-            return super().search(catalog, query, limit, baseline)
+            return super().search(catalog, query, limit, baseline, cancel=cancel)
 
     reranker = MeetingReranker()
     snapshot = Snapshot(fixture_catalog, RerankSettings(enabled=True), SECRET)
