@@ -40,7 +40,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -185,6 +185,22 @@ def caller_class(caller: str, restricted: Sequence[str]) -> str:
     return f"restricted:{caller}" if caller in restricted else "fleet"
 
 
+class DeadlineClock:
+    """The clock a search's one deadline is measured on, and the fan-out's wait against it.
+
+    A seam: a test's clock can let time pass only when the fan-out waits, so a deadline test
+    checks exactly what timed out, without sleeping through the timeout.
+    """
+
+    def now(self) -> float:
+        """Return seconds on a monotonic clock."""
+        return time.monotonic()
+
+    def wait(self, futures: Collection[Future[SourceOutcome]], *, until: float) -> None:
+        """Wait until every future is done or the clock reaches `until`."""
+        wait(futures, timeout=max(0.0, until - self.now()))
+
+
 class Searcher:
     """The configured sources, their pinned clients, the store and the counters."""
 
@@ -196,6 +212,7 @@ class Searcher:
         store: Store | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
+        deadline_clock: DeadlineClock | None = None,
         allow_private_upstreams: bool = False,
         resolver: Callable[[str, int], list[str]] | None = None,
     ) -> None:
@@ -203,6 +220,7 @@ class Searcher:
         self.store = store
         self.metrics = metrics or Metrics()
         self.clock = clock
+        self.deadline_clock = deadline_clock or DeadlineClock()
         self._sources: dict[str, Source] = {}
         self._keys: dict[str, str | None] = {}
         self._upstreams: dict[str, Upstream] = {}
@@ -280,7 +298,7 @@ class Searcher:
 
     def search(self, request: SearchRequest) -> SearchResponse:
         """Run one search; raise `QueryError` or `NoResultsError` when it cannot answer."""
-        started = time.monotonic()
+        started = self.deadline_clock.now()
         query = normalise_query(request.query)
         k = check_k(self.config.k if request.k is None else request.k)
         rerank = self.config.rerank if request.rerank is None else request.rerank
@@ -437,7 +455,7 @@ class Searcher:
             name: self._pool.submit(self._pages, name, query, k, deadline, pages[name])
             for name in planned
         }
-        wait(futures.values(), timeout=max(0.0, deadline - time.monotonic()))
+        self.deadline_clock.wait(futures.values(), until=deadline)
         outcomes = []
         for name, future in futures.items():
             if future.done():
@@ -485,7 +503,7 @@ class Searcher:
         source's key goes only to `build` (a wire-format function), never back to the caller.
         """
         day = utc_day(self.clock())
-        deadline = time.monotonic() + self.config.timeout
+        deadline = self.deadline_clock.now() + self.config.timeout
         capped, reservation = self._reserve(name, day)
         if capped:
             return SourceOutcome(name, failure="daily cap", sent=False)
@@ -498,7 +516,7 @@ class Searcher:
         adapter = self._sources[name]
         upstream = self._upstreams[name]
         try:
-            remaining = max(0.001, deadline - time.monotonic())
+            remaining = max(0.001, deadline - self.deadline_clock.now())
             request.extensions["timeout"] = httpx.Timeout(remaining).as_dict()
             response = upstream.client.send(request, stream=True)
             try:
@@ -506,7 +524,7 @@ class Searcher:
                     return SourceOutcome(
                         name, failure=adapter.describe_status(response.status_code)
                     )
-                body = _read_capped(response, deadline)
+                body = _read_capped(response, deadline, self.deadline_clock.now)
             finally:
                 response.close()
             answer = adapter.parse(body)
@@ -558,7 +576,7 @@ class Searcher:
             warnings=warnings,
             sources_ok=ok,
             sources_failed=failed,
-            search_ms=round((time.monotonic() - started) * 1000),
+            search_ms=round((self.deadline_clock.now() - started) * 1000),
             rerank_ms=rerank_ms,
             cached=cached,
         )
@@ -584,7 +602,7 @@ class Searcher:
         )
 
 
-def _read_capped(response: httpx.Response, deadline: float) -> bytes:
+def _read_capped(response: httpx.Response, deadline: float, now: Callable[[], float]) -> bytes:
     """Read a streamed body, stopping at the deadline or past the size limit."""
     declared = response.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -594,7 +612,7 @@ def _read_capped(response: httpx.Response, deadline: float) -> bytes:
         body += chunk
         if len(body) > MAX_BODY_BYTES:
             raise _TooLarge
-        if time.monotonic() > deadline:
+        if now() > deadline:
             raise _Deadline
     return bytes(body)
 
