@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             config_path=resolve_config_path(args.config),
             skills_dirs=[Path(d) for d in args.skills_dir],
             cwd=cwd,
+            notify=lambda notice: warn([notice]),
         )
 
     try:
@@ -99,7 +100,9 @@ def run(args: argparse.Namespace) -> int:
         result = session.search(query, limit, mode=mode)
     finally:
         session.close()
-    print(json.dumps(render_json(result)) if args.json else render_text(result))
+    catalog = session.snapshot.catalog
+    answer = render_json(result, catalog=catalog) if args.json else None
+    print(json.dumps(answer) if answer else render_text(result, catalog=catalog))
     return 0
 
 

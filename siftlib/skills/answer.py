@@ -8,13 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from siftlib.skills.catalog import Catalog
 from siftlib.skills.keyword import SkillResult
 
 NO_MATCH_TEXT = "No matching skills found."
 
 
-def render_text(result: SkillResult) -> str:
-    """Return the result as text for an agent: each match, where it is and what to read."""
+def render_text(result: SkillResult, *, catalog: Catalog | None = None) -> str:
+    """Return the result as text for an agent: each match, where it is and what to read.
+
+    Given the `catalog` searched, an empty one is said as such, with the folders looked in:
+    "no matching skill" would send the user hunting for a better query.
+    """
+    if catalog is not None and not catalog.skills:
+        return "No skills found in: " + ", ".join(map(str, catalog.searched))
     if not result.matches:
         return NO_MATCH_TEXT
     shown = len(result.matches)
@@ -34,8 +41,9 @@ def render_text(result: SkillResult) -> str:
     return "\n".join(lines)
 
 
-def render_json(result: SkillResult) -> dict[str, Any]:
-    """Return the result in the tool-result shape of spec §1 (with §10's `mode`, `selection`)."""
+def render_json(result: SkillResult, *, catalog: Catalog | None = None) -> dict[str, Any]:
+    """Return the result in the tool-result shape of spec §1, with `mode` (keyword | local |
+    reranked), §10's `selection`, and `fallback` when opted-in reranking did not decide."""
     details: dict[str, Any] = {
         "matches": [
             {
@@ -48,8 +56,10 @@ def render_json(result: SkillResult) -> dict[str, Any]:
         ],
         "total": result.total,
     }
-    if result.mode is not None:
-        details["mode"] = result.mode
-        if result.mode == "local" and not result.matches:
-            details["selection"] = "none"  # local ranking decided that no skill fits
-    return {"content": [{"type": "text", "text": render_text(result)}], "details": details}
+    details["mode"] = result.mode or "keyword"
+    if result.mode == "local" and not result.matches:
+        details["selection"] = "none"  # local ranking decided that no skill fits
+    if result.fallback is not None:
+        details["fallback"] = result.fallback
+    text = render_text(result, catalog=catalog)
+    return {"content": [{"type": "text", "text": text}], "details": details}

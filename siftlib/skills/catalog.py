@@ -82,6 +82,7 @@ class Catalog:
 
     skills: tuple[Skill, ...]
     diagnostics: tuple[str, ...] = ()
+    searched: tuple[Path, ...] = ()  # the skill folders looked in, in search order
 
     def __post_init__(self) -> None:
         # Keyword ties are broken by name through stable sorts, so the order is an invariant.
@@ -154,7 +155,7 @@ def discover(*, skills_dirs: Sequence[Path] = (), cwd: Path, home: Path | None =
                     f"{skill.file_path}: skill {skill.name!r} is shadowed by {first[0].file_path}"
                 )
     eligible = sorted((s for s, disabled in winners.values() if not disabled), key=_by_name)
-    return Catalog(skills=tuple(eligible), diagnostics=tuple(diagnostics))
+    return Catalog(skills=tuple(eligible), diagnostics=tuple(diagnostics), searched=tuple(roots))
 
 
 def project_folders(cwd: Path) -> list[Path]:

@@ -26,6 +26,8 @@ class SkillResult:
     matches: tuple[Skill, ...]
     total: int
     mode: str | None = None
+    # Why opted-in reranking did not decide this result (`timeout`, `uncertain`, `missing_key`…).
+    fallback: str | None = None
 
 
 def normalise_query(query: str) -> str:

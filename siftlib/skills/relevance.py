@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 import re
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -82,12 +83,18 @@ class _Stemmer(Protocol):
     def stemWord(self, word: str) -> str: ...  # noqa: N802 - snowballstemmer's name
 
 
+# Concurrent `--stdio` searches stemmed at once and corrupted the shared stemmer
+# (IndexError inside snowballstemmer, served as a reranking "internal" failure).
+_STEM_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """Return the Snowball English stem of a lowercase word."""
     if not word.isalpha():
         return word  # numbers and codes ("00042", "p5", "x86") have no English inflection
-    stemmed = _stemmer().stemWord(word)
+    with _STEM_LOCK:  # one Snowball stemmer keeps its state in itself: not thread-safe
+        stemmed = _stemmer().stemWord(word)
     if stemmed == word and len(word) >= 3 and word[-1] == "s" and not _VOWEL.search(word[:-1]):
         return word[:-1]  # an acronym's plural ("pdfs", "csvs", "prs"), which Snowball keeps
     return stemmed

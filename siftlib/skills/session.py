@@ -12,6 +12,13 @@ object (nesting too deep for the decoder included), and one over `MAX_LINE_BYTES
 gateway's body cap), which is skipped to its end unread, so a line of unbounded length never
 sits whole in memory.
 
+Opted-in reranking that does not decide a search says why, in the result's `fallback`:
+`missing_key` (no `TYPESAFE_API_KEY`; also a diagnostic at session start), `uncertain`, or the
+reason of the skip or failure (`timeout`, `server_error`, `exact_name`, …). The first failed
+provider call of a session is also said once through `notify` (stderr for the CLI), so a
+broken provider is not mistaken for a poor ranking. The reason comes from the reranker's
+observer, called on the searching thread before `search` returns.
+
     session, diagnostics = Session.open(config_path=path, skills_dirs=[], cwd=Path.cwd())
     result = session.search("fill in a pdf form", 5, mode="local")
     session.close()
@@ -19,7 +26,9 @@ sits whole in memory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,9 +84,18 @@ class Reranker(Protocol):
 class Session:
     """A search session over one immutable snapshot."""
 
-    def __init__(self, snapshot: Snapshot, *, reranker: Reranker | None = None) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        reranker: Reranker | None = None,
+        notify: Callable[[str], None] | None = None,
+    ) -> None:
         self.snapshot = snapshot
         self.reranker = reranker
+        self._notify = notify
+        self._failure_said = threading.Event()
+        self._last = threading.local()  # this thread's last reranking decision
 
     @classmethod
     def open(
@@ -87,6 +105,7 @@ class Session:
         skills_dirs: Sequence[Path],
         cwd: Path,
         home: Path | None = None,
+        notify: Callable[[str], None] | None = None,
     ) -> tuple[Session, list[str]]:
         """Read config and catalog; return the new session and its diagnostics."""
         settings, diagnostics = load_settings(config_path, cwd=cwd)
@@ -96,14 +115,21 @@ class Session:
         if mode == "local":
             catalog.relevance  # noqa: B018 - and the relevance index local mode searches
         snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings), mode=mode)
-        reranker = None
+        session = cls(snapshot, notify=notify)
         if settings.enabled and snapshot.key:
             # Imported only when opted in; the provider client itself is created lazily.
             from siftlib.skills.rerank import SystemOneReranker
 
-            reranker = SystemOneReranker(settings, snapshot.key)
+            session.reranker = SystemOneReranker(
+                settings, snapshot.key, observers=[session._observe]
+            )
+        elif settings.enabled:
+            diagnostics.append(
+                f"{config_path}: reranking is enabled but TYPESAFE_API_KEY is not set;"
+                f" searching with {mode} ranking instead"
+            )
         diagnostics += mode_diagnostics
-        return cls(snapshot, reranker=reranker), [*catalog.diagnostics, *diagnostics]
+        return session, [*catalog.diagnostics, *diagnostics]
 
     def search(
         self,
@@ -118,17 +144,44 @@ class Session:
         opted_in = self.reranker is not None and snapshot.settings.enabled and snapshot.key
         if mode != "keyword" and opted_in:
             baseline = keyword_search(snapshot.catalog, query, limit)
-            return self.reranker.search(  # type: ignore[union-attr]
+            self._last.fallback = None
+            result = self.reranker.search(  # type: ignore[union-attr]
                 snapshot.catalog, query, limit, baseline, cancel=cancel
             )
+            if result is baseline:  # the reranker did not decide: say why
+                return dataclasses.replace(result, fallback=self._last.fallback or "internal")
+            return dataclasses.replace(result, mode="reranked")
         if (mode or snapshot.mode) == "local":
-            return local_search(snapshot.catalog, query, limit)
-        return keyword_search(snapshot.catalog, query, limit)
+            result = local_search(snapshot.catalog, query, limit)
+        else:
+            result = keyword_search(snapshot.catalog, query, limit)
+        if mode != "keyword" and snapshot.settings.enabled:
+            return dataclasses.replace(result, fallback="missing_key")
+        return result
 
     def close(self) -> None:
         """End the session: outstanding reranking work is aborted."""
         if self.reranker is not None:
             self.reranker.close()
+
+    def _observe(self, event: object) -> None:
+        """Note why reranking did not decide; say the session's first provider failure."""
+        from siftlib.skills.decide import Decision
+        from siftlib.skills.rerank import SearchObservation
+
+        if not isinstance(event, SearchObservation):
+            return
+        if event.decision is Decision.UNCERTAIN:
+            self._last.fallback = "uncertain"
+        elif event.decision in (Decision.FAILURE, Decision.SKIPPED):
+            self._last.fallback = event.reason.value
+        if event.decision is Decision.FAILURE and not self._failure_said.is_set():
+            self._failure_said.set()
+            if self._notify is not None:
+                self._notify(
+                    f"reranking failed ({event.reason.value}); showing keyword results"
+                    " (said once per session)"
+                )
 
 
 def serve_stdio(
@@ -214,7 +267,9 @@ def _skip_line(stdin: IO[bytes]) -> None:
 
 def _answer(session: Session, query: str, limit: int, mode: str | None) -> dict[str, Any]:
     try:
-        return render_json(session.search(query, limit, mode=mode))
+        return render_json(
+            session.search(query, limit, mode=mode), catalog=session.snapshot.catalog
+        )
     except ToolError as exc:
         return {"error": str(exc)}
     except Exception as exc:  # one failed answer must not end the session

@@ -78,7 +78,7 @@ def test_mode_local_ranks_and_says_so(
     capsys: pytest.CaptureFixture[str], catalog_dir: Path
 ) -> None:
     keyword = run_json(capsys, "fill in an excel workbook", "--skills-dir", str(catalog_dir))
-    assert "mode" not in keyword["details"] and keyword["details"]["total"] > 2
+    assert keyword["details"]["mode"] == "keyword" and keyword["details"]["total"] > 2
     answer = run_json(
         capsys, "fill in an excel workbook", "--mode", "local", "--skills-dir", str(catalog_dir)
     )
@@ -159,7 +159,7 @@ def test_project_config_chooses_local_and_overrides_the_global_one(
     answer = run_json(capsys, *argv, "--cwd", str(nested))
     assert answer["details"]["mode"] == "local"
     # Outside the project, the global config's keyword mode holds.
-    assert "mode" not in run_json(capsys, *argv, "--cwd", str(tmp_path))["details"]
+    assert run_json(capsys, *argv, "--cwd", str(tmp_path))["details"]["mode"] == "keyword"
 
 
 def test_mode_keyword_overrides_the_config_with_the_exact_baseline(
@@ -180,12 +180,15 @@ def test_an_invalid_configured_mode_is_ignored_with_a_diagnostic(
     code, out, err = run(
         capsys, "pdf", "--json", "--config", str(config), "--skills-dir", str(catalog_dir)
     )
-    assert code == 0 and "mode" not in json.loads(out)["details"]
+    assert code == 0 and json.loads(out)["details"]["mode"] == "keyword"
     assert "[skill_search] mode must be" in err
 
 
-def test_a_configured_mode_keeps_reranking_settings_valid(tmp_path: Path) -> None:
+def test_a_configured_mode_keeps_reranking_settings_valid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # `mode` is a known [skill_search] key: it must not disable an opt-in beside it.
+    monkeypatch.setenv("TYPESAFE_API_KEY", "ts-key")  # opted in with a key: nothing to say
     config = write_config(
         tmp_path / "config.toml",
         '[skill_search]\nmode = "local"\n[skill_search.reranking]\nenabled = true\n',
@@ -230,9 +233,9 @@ def test_stdio_requests_choose_their_mode(
     assert local["details"]["mode"] == "local" and names(local)[0] == "xlsx"
     assert none["details"] == NONE_DETAILS
     assert "mode must be" in bad["error"]
-    assert "mode" not in keyword["details"]
+    assert keyword["details"]["mode"] == "keyword"
     assert reloaded == {"ok": True}
-    assert configured["details"]["mode"] == "local" and "mode" not in forced["details"]
+    assert configured["details"]["mode"] == "local" and forced["details"]["mode"] == "keyword"
 
 
 # --- offline, and reranking's precedence -------------------------------------------------
@@ -271,7 +274,7 @@ def test_opted_in_reranking_takes_precedence_and_keyword_forces_the_baseline(
     argv = ["excel workbook", "--config", str(config), "--skills-dir", str(catalog_dir)]
     # Reranked (the provider is refused here, so the keyword fallback comes back).
     answer = run_json(capsys, *argv, "--mode", "local")
-    assert "mode" not in answer["details"]
+    assert answer["details"]["mode"] == "keyword"
     assert [attempt[0] for attempt in no_network] == [("api.typesafe.ai", 443)]
     # --mode keyword: the baseline, and no provider call at all.
     run_json(capsys, *argv, "--mode", "keyword")

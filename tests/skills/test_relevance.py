@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from siftlib.skills.catalog import Catalog, Skill
-from siftlib.skills.relevance import SYNONYM_WEIGHT, RelevanceIndex, terms
+from siftlib.skills.relevance import SYNONYM_WEIGHT, RelevanceIndex, stem, terms
 
 
 def catalog_of(*skills: tuple[str, str]) -> Catalog:
@@ -99,3 +99,32 @@ def test_ranking_is_deterministic_across_builds() -> None:
     again = RelevanceIndex.build(catalog_of(*reversed(skills)).skills).rank("review tests")
     assert first == again
     assert first == sorted(first, key=lambda s: (-s.score, s.position))
+
+
+def test_stemming_from_many_threads_at_once_gives_the_same_stems() -> None:
+    # One Snowball stemmer is shared; unguarded, concurrent calls corrupt its state.
+    import threading
+
+    prefixes = ("walk", "form", "render", "deploy", "test")
+    suffixes = ("ing", "ed", "s", "ation", "ers", "ingly", "ness", "ments")
+    words = [f"{prefix}{suffix}" for prefix in prefixes for suffix in suffixes]
+    words = [f"{w}{'x' * n}ing" for w in words for n in range(25)]
+    stem.cache_clear()
+    expected = {w: stem(w) for w in words}
+    stem.cache_clear()
+    found: dict[str, str] = {}
+    errors: list[BaseException] = []
+
+    def work(part: list[str]) -> None:
+        try:
+            for word in part:
+                found[word] = stem(word)
+        except BaseException as exc:  # the corruption shows as IndexError inside the stemmer
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(words[i::8],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and found == expected

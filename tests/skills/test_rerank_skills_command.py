@@ -8,7 +8,8 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.keyword import SkillResult, keyword_search
 from siftlib.skills.session import Session, Snapshot, serve_stdio
+
+from .systemone_fake import FakeSystemOne, ranked, serve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "ts-secret-key-0123456789"
@@ -113,6 +116,7 @@ def test_json_output(capsys: pytest.CaptureFixture[str], catalog_dir: Path) -> N
             },
         ],
         "total": 2,
+        "mode": "keyword",  # every answer says how it was ranked
     }
     (content,) = answer["content"]
     assert content["type"] == "text" and content["text"].startswith("Found 2 matching skills.")
@@ -124,7 +128,7 @@ def test_json_no_match(capsys: pytest.CaptureFixture[str], catalog_dir: Path) ->
     _, out, _ = run(capsys, "zzz", "--json", "--skills-dir", str(catalog_dir))
     assert json.loads(out) == {
         "content": [{"type": "text", "text": "No matching skills found."}],
-        "details": {"matches": [], "total": 0},
+        "details": {"matches": [], "total": 0, "mode": "keyword"},
     }
 
 
@@ -300,7 +304,9 @@ def test_consent_without_provider_returns_keyword_result(
         "and",
         2,
     )
-    assert code == 0 and json.loads(out) == render_json(expected)
+    # The keyword result, saying why reranking did not decide it, and said once on stderr.
+    assert code == 0 and json.loads(out) == render_json(replace(expected, fallback="network"))
+    assert err.count("reranking failed (network); showing keyword results") == 1
     assert SECRET not in out + err
     # Opted in with a key: one provider call (refused here), then the keyword fallback.
     assert [attempt[0] for attempt in no_network] == [("api.typesafe.ai", 443)]
@@ -376,14 +382,15 @@ def fixture_catalog(catalog_dir: Path, tmp_path: Path) -> Catalog:
 
 def test_reranker_is_used_only_with_consent_and_key(fixture_catalog: Catalog) -> None:
     baseline = keyword_search(fixture_catalog, "pdf", 5)
-    for settings, key in [
-        (RerankSettings(), SECRET),
-        (RerankSettings(enabled=True), None),
-        (RerankSettings(enabled=True), ""),
+    for settings, key, fallback in [
+        (RerankSettings(), SECRET, None),
+        (RerankSettings(enabled=True), None, "missing_key"),
+        (RerankSettings(enabled=True), "", "missing_key"),
     ]:
         fake = FakeReranker()
         session = Session(Snapshot(fixture_catalog, settings, key), reranker=fake)
-        assert session.search("pdf", 5) == baseline and fake.calls == []
+        assert session.search("pdf", 5) == replace(baseline, fallback=fallback)
+        assert fake.calls == []
 
     fake = FakeReranker()
     session = Session(
@@ -497,7 +504,7 @@ def test_stdio_session(
     )
     assert answers[6] == answers[7] == {"error": "limit must be an integer from 1 to 20"}
     assert answers[8] == {"error": "the query has no search terms (letters or digits)"}
-    assert answers[9]["details"] == {"matches": [], "total": 0}
+    assert answers[9]["details"] == {"matches": [], "total": 0, "mode": "keyword"}
     assert answers[10] == {"ok": True}
     assert [m["name"] for m in answers[11]["details"]["matches"]] == ["xlsx"]
 
@@ -652,3 +659,91 @@ def test_a_json_tool_error_speaks_on_both_streams(catalog_dir: Path) -> None:
     message = "the query has no search terms (letters or digits)"
     assert json.loads(done.stdout) == {"error": message}
     assert done.stderr.endswith(f"sift rerank-skills: {message}\n")
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeSystemOne]:
+    yield from serve()
+
+
+def opted_in(tmp_path: Path) -> Path:
+    path = tmp_path / "global.toml"
+    # A generous deadline: a loaded machine must not turn the fake's answer into a timeout.
+    path.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 10000\n")
+    return path
+
+
+def stdio_session(tmp_path: Path, catalog_dir: Path, lines: list[str], **env: str) -> Any:
+    return sift(
+        "rerank-skills", "--stdio", "--skills-dir", str(catalog_dir), "--cwd", str(tmp_path),
+        "--config", str(opted_in(tmp_path)),
+        stdin="".join(line + "\n" for line in lines), env={"HOME": str(tmp_path), **env},
+    )  # fmt: skip
+
+
+def test_opted_in_without_a_key_says_so_once_and_in_each_answer(
+    tmp_path: Path, catalog_dir: Path
+) -> None:
+    done = stdio_session(tmp_path, catalog_dir, ['{"query": "pdf"}', '{"query": "slides"}'])
+    assert done.returncode == 0
+    assert done.stderr.count("reranking is enabled but TYPESAFE_API_KEY is not set") == 1
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["details"]["mode"] for a in answers] == ["keyword", "keyword"]
+    assert [a["details"]["fallback"] for a in answers] == ["missing_key", "missing_key"]
+
+
+def test_a_failing_provider_is_said_once_per_session(
+    tmp_path: Path, catalog_dir: Path, provider: FakeSystemOne
+) -> None:
+    provider.handler = lambda body: (503, b"{}")
+    queries = ['{"query": "pdf form"}', '{"query": "slides deck"}', '{"query": "git worktree"}']
+    done = stdio_session(
+        tmp_path, catalog_dir, queries, TYPESAFE_API_KEY=SECRET, TYPESAFE_BASE_URL=provider.url
+    )
+    assert done.returncode == 0
+    assert done.stderr.count("reranking failed") == 1
+    assert (
+        done.stderr.count(
+            "sift rerank-skills: reranking failed (server_error); showing keyword results"
+            " (said once per session)\n"
+        )
+        == 1
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["details"]["fallback"] for a in answers] == ["server_error"] * 3
+    assert {a["details"]["mode"] for a in answers} == {"keyword"}
+    assert len(provider.requests) == 3
+    assert SECRET not in done.stdout + done.stderr
+
+
+def test_a_reranked_answer_says_its_mode(
+    tmp_path: Path, catalog_dir: Path, provider: FakeSystemOne
+) -> None:
+    provider.handler = ranked({"pdf-forms": 0.9}, none=0.1)
+    done = sift(
+        "rerank-skills", "fill in a pdf form", "--json", "--skills-dir", str(catalog_dir),
+        "--cwd", str(tmp_path), "--config", str(opted_in(tmp_path)),
+        env={"HOME": str(tmp_path), "TYPESAFE_API_KEY": SECRET, "TYPESAFE_BASE_URL": provider.url},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    details = json.loads(done.stdout)["details"]
+    assert details["mode"] == "reranked" and "fallback" not in details
+    assert details["matches"][0]["name"] == "pdf-forms"
+
+
+def test_an_empty_catalog_names_the_folders_searched(tmp_path: Path) -> None:
+    empty = tmp_path / "skills"
+    empty.mkdir()
+    (tmp_path / ".git").mkdir()  # the project ends here
+    args = ("rerank-skills", "pdf", "--skills-dir", str(empty), "--cwd", str(tmp_path))
+    done = sift(*args, env={"HOME": str(tmp_path)})
+    folders = [
+        empty,
+        *(tmp_path / sub for sub in (".agents/skills", ".pi/agent/skills", ".claude/skills")),
+        *(tmp_path / sub for sub in (".agents/skills", ".pi/skills", ".claude/skills")),
+    ]
+    assert done.returncode == 0
+    assert done.stdout == "No skills found in: " + ", ".join(map(str, folders)) + "\n"
+    as_json = json.loads(sift(*args, "--json", env={"HOME": str(tmp_path)}).stdout)
+    assert as_json["content"][0]["text"].startswith("No skills found in: ")
+    assert as_json["details"] == {"matches": [], "total": 0, "mode": "keyword"}
