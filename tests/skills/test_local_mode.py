@@ -130,7 +130,7 @@ def test_a_session_mode_holds_for_requests_without_their_own(
     local, keyword = stdio(
         capsys, monkeypatch, lines, "--mode", "local", "--skills-dir", str(catalog_dir)
     )
-    assert local["details"]["mode"] == "local" and "mode" not in keyword["details"]
+    assert local["details"]["mode"] == "local" and keyword["details"]["mode"] == "keyword"
     code, out, _ = run(capsys, "--stdio", "--mode", "semantic", "--json")
     assert code == 2 and "mode must be" in json.loads(out)["error"]
 
