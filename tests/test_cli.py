@@ -60,3 +60,11 @@ def test_help_lists_init() -> None:
     done = sift("--help")
     assert done.returncode == 0
     assert "write a commented config.toml and a secret.env template" in done.stdout
+
+
+def test_json_failures_of_fetch_speak_json_too() -> None:
+    done = sift("fetch", "nonsense-url", "--json")
+    message = "invalid url: an absolute http:// or https:// URL is required"
+    assert done.returncode == 2
+    assert json.loads(done.stdout) == {"error": message}
+    assert done.stderr == f"sift fetch: {message}\n"

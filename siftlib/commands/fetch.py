@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from siftlib.config import load_client_config
 
     if args.max_chars is not None and args.max_chars < 1:
-        return _fail(QueryError("--max-chars must be a positive number"), 2)
+        return _fail(args, QueryError("--max-chars must be a positive number"), 2)
     body = {"url": args.url, "format": args.format, "main_content": not args.full}
     if args.max_chars is not None:
         body["max_chars"] = args.max_chars
@@ -64,15 +64,15 @@ def run(args: argparse.Namespace) -> int:
         else:
             envelope = _fetch_local(args)
     except (ConfigError, QueryError) as exc:
-        return _fail(exc, 2)
+        return _fail(args, exc, 2)
     except FetchFailed as exc:
-        return _fail(exc, 1)
+        return _fail(args, exc, 1)
     except AuthError as exc:
-        return _fail(exc, 3)
+        return _fail(args, exc, 3)
     except Blocked as exc:
-        return _fail(exc, 4)
+        return _fail(args, exc, 4)
     except UnreachableError as exc:
-        return _fail(exc, 5)
+        return _fail(args, exc, 5)
     _print(envelope, as_json=args.json)
     return 0
 
@@ -104,6 +104,7 @@ def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
     sys.stdout.write(content if content.endswith("\n") or not content else content + "\n")
 
 
-def _fail(exc: Exception, code: int) -> int:
-    print(f"sift fetch: {exc}", file=sys.stderr)
-    return code
+def _fail(args: argparse.Namespace, exc: Exception, code: int) -> int:
+    from siftlib.commands import fail
+
+    return fail("sift fetch", exc, code, as_json=args.json)
