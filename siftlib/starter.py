@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from siftlib import __version__
 from siftlib.errors import ConfigError
 
 CONFIG_TEMPLATE = """\
@@ -28,6 +29,9 @@ listen = "127.0.0.1:8787"          # HOST:PORT of `sift serve`; beyond loopback 
 db = "{db}"   # SQLite store: result cache and daily credits
 secret_env = "{secret_env}"   # provider keys and caller tokens
 permit_restricted = []             # caller names whose work no other caller may observe
+store = "sqlite"                   # or "redis://host:6379/0" (rediss://, valkey://) to share one
+store_prefix = "sift:"             # key prefix on a shared store
+store_fallback_share = 0.5         # share of a daily cap one gateway may spend while it is down
 
 [search]
 k = 8                              # results per search when the caller does not say (1-50)
@@ -53,6 +57,18 @@ enabled = false
 url = "https://api.tavily.com/search"
 daily_credit_cap = 500             # credits per UTC day; 0 = no cap
 no_rerank = false                  # true: Tavily's own order is kept as a prefix
+
+# `sift fetch`, /v1/fetch and /v2/scrape: reading one page an agent names, through a guard
+# that refuses private and metadata addresses.
+[fetch]
+enabled = true
+timeout = "20s"                    # wall clock for the whole fetch, redirects included; max 60s
+max_bytes = "10MiB"                # body bytes read after decompression
+max_chars = 2000000                # characters of content returned
+max_redirects = 5                  # 0-20
+user_agent = "sift/{version}"
+allow = []                         # exact "host:port" pinholes through the guard
+per_host = 4                       # concurrent fetches to one host
 
 # `sift rerank-skills`: "keyword" is the baseline; "local" ranks offline and can say that no
 # skill fits (a project's .sift/config.toml may choose it too). Semantic reranking by a hosted
@@ -103,7 +119,9 @@ class StarterExists(ConfigError):
 
 def render_config(*, db: Path, secret_env: Path) -> str:
     """Return the starter `config.toml` naming these store and secret paths."""
-    return CONFIG_TEMPLATE.format(db=_toml_text(db), secret_env=_toml_text(secret_env))
+    return CONFIG_TEMPLATE.format(
+        db=_toml_text(db), secret_env=_toml_text(secret_env), version=__version__
+    )
 
 
 def write_starter(*, config_path: Path, db: Path) -> list[Path]:
