@@ -18,7 +18,10 @@ Decisions the spec leaves open:
 - Unknown fields are ignored on both search routes; `/v2/search` `limit` null means absent,
   and a limit outside 1–20 is clamped (Firecrawl's own range), not refused.
 - `/healthz` is `degraded` with `search: no source enabled` when nothing is enabled (every
-  search would be a 422), besides the searcher's own list (missing key, daily cap, refused).
+  search would be a 422), besides the searcher's own list (missing key, daily cap, dns
+  failed, refused, failing). `sources` holds each enabled source's state (`ok`, `failing`,
+  `missing key`, `capped`), recent outcome count, success rate and p50/p90 latency
+  (`siftlib.health`).
 """
 
 from __future__ import annotations
@@ -120,13 +123,16 @@ def firecrawl_answer(response: SearchResponse) -> dict[str, object]:
     return {"success": True, "data": {"web": web}}
 
 
-def health_answer(degraded: list[str], *, any_source: bool, store: str) -> dict[str, object]:
-    """Return the `/healthz` answer for the searcher's degraded list and its kind of store."""
-    if not any_source:
+def health_answer(
+    degraded: list[str], *, sources: dict[str, dict[str, object]], store: str
+) -> dict[str, object]:
+    """Return the `/healthz` answer: the degraded list, each source's record, the store kind."""
+    if not sources:
         degraded = ["search: no source enabled", *degraded]
     return {
         "status": "degraded" if degraded else "ok",
         "degraded": degraded,
+        "sources": sources,
         "store": store,
         "version": __version__,
     }

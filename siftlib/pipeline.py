@@ -30,6 +30,15 @@ Decisions the spec leaves open:
   `k` distinct hits), its worker asks for the next one under the same deadline. The pages in
   so far are kept at the deadline or when a later page fails; a page that adds no new URL
   ends the paging. Each page is an upstream call in `search_queries`.
+- Failure accounting: a source the search wanted and got nothing from is in
+  `sources_failed`, whatever the kind: a failed call, or a skip for a missing key, the daily
+  cap, a too-long query, a host that does not resolve (`dns failed`) or is refused by the
+  SSRF boundary (`upstream refused`). Each such source is one `search_errors` count of its
+  kind (a status counts as its number) and one WARNING line `source <name> failed: <kind>`
+  on the `sift.source` logger, never the query, a host or a URL (`sift search`, which prints
+  the warnings itself, holds that logger to ERROR). A partial answer is a warning, not a failure.
+- Health (`siftlib.health`): each call's outcome and latency, and each `dns failed` or
+  `upstream refused` skip, go into the rolling per-source record `/healthz` reports.
 - SearXNG's answers, suggestions and corrections go into the native envelope (`answers`,
   `suggestions`, `corrections`, each only when not empty) and nowhere else; a cache hit has
   none (the cache holds hits only).
@@ -50,8 +59,9 @@ import httpx
 
 from siftlib import fusion
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
-from siftlib.dial import LookupFailed, Upstream, UpstreamRefused, open_upstream
+from siftlib.dial import DNS_FAILED, REFUSED, LookupFailed, Upstream, UpstreamRefused, open_upstream
 from siftlib.errors import NoResultsError, StoreError
+from siftlib.health import Health
 from siftlib.hits import Hit
 from siftlib.metrics import Metrics
 from siftlib.query import check_k, normalise_query
@@ -62,6 +72,7 @@ if TYPE_CHECKING:
     from siftlib.store import Store
 
 log = logging.getLogger("sift")
+source_log = logging.getLogger("sift.source")  # a failed source, for the operator's log
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 _CHUNK = 64 * 1024
@@ -128,6 +139,7 @@ class SourceOutcome:
     unresponsive: tuple[str, ...] = ()
     lost_page: tuple[int, str] | None = None
     notes: QueryNotes = QueryNotes()
+    ms: float | None = None
 
     @property
     def partial(self) -> list[str]:
@@ -219,6 +231,7 @@ class Searcher:
         self.config = config
         self.store = store
         self.metrics = metrics or Metrics()
+        self.health = Health()
         self.clock = clock
         self.deadline_clock = deadline_clock or DeadlineClock()
         self._sources: dict[str, Source] = {}
@@ -261,7 +274,11 @@ class Searcher:
         found = []
         day = utc_day(self.clock())
         for name in self._sources:
-            why = self.unavailable(name) or (self._capped(name, day) and "daily cap")
+            why = (
+                self.unavailable(name)
+                or (self._capped(name, day) and "daily cap")
+                or (self.health.failing(name) and "failing")
+            )
             if why:
                 found.append(f"search.{name}: {why}")
         if self._secret_env_missing and any(
@@ -272,6 +289,27 @@ class Searcher:
         if problem:
             found.append(f"store: {problem}")
         return found
+
+    def source_health(self) -> dict[str, dict[str, object]]:
+        """Return each enabled source's state and recent record, as `/healthz` shows them.
+
+        The state is `missing key`, `capped` (at the daily cap), `failing` (its host does not
+        resolve or is refused, or its last `FAILING_AFTER` outcomes failed) or `ok`.
+        """
+        day = utc_day(self.clock())
+        report = {}
+        for name in self._sources:
+            why = self.unavailable(name)
+            if why == "missing key":
+                state = "missing key"
+            elif self._capped(name, day):
+                state = "capped"
+            elif why is not None or self.health.failing(name):
+                state = "failing"
+            else:
+                state = "ok"
+            report[name] = {"state": state, **self.health.report(name)}
+        return report
 
     def metrics_snapshot(self) -> dict[str, object]:
         """Return the `/metrics` JSON: counters, plus today's credits and capped state."""
@@ -306,7 +344,7 @@ class Searcher:
         day = utc_day(now)
         warnings: list[str] = ["digest: not supported"] if request.digest else []
 
-        plan = self._plan(request, query, day, warnings)
+        plan, skipped = self._plan(request, query, day, warnings)
         planned = list(plan)
         merge = self._merge_mode(rerank, planned)
         key = None
@@ -329,7 +367,7 @@ class Searcher:
                 self.metrics.inc("search_cache_hit")
                 hits = list(cached.hits)
                 return self._finish(
-                    request, query, hits, warnings, planned, [], started, 0, cached=True
+                    request, query, hits, warnings, planned, skipped, started, 0, cached=True
                 )
             self.metrics.inc("search_cache_miss")
 
@@ -339,7 +377,7 @@ class Searcher:
 
         outcomes = self._fan_out(planned, query, k, started)
         by_source: dict[str, list[Hit]] = {}
-        failed: list[str] = []
+        failed = list(skipped)
         complete = True
         notes = QueryNotes()
         for outcome in outcomes:
@@ -352,6 +390,7 @@ class Searcher:
             else:
                 failed.append(outcome.name)
                 warnings.append(f"{outcome.name}: {outcome.failure}")
+        failed.sort(key=SOURCE_ORDER.index)
         ok = [name for name in planned if name not in failed]
         if not ok:
             self._log(request, query, planned, 0, "miss", 0)
@@ -366,7 +405,7 @@ class Searcher:
         hits = hits[:k]
         rerank_ms = round((time.monotonic() - merge_started) * 1000) if rerank else 0
 
-        if key is not None and not failed and complete:
+        if key is not None and not set(failed) & set(planned) and complete:
             try:
                 assert self.store is not None
                 self.store.cache_put(key, hits, now=now, ttl=self.config.cache_ttl)
@@ -387,9 +426,13 @@ class Searcher:
 
     def _plan(
         self, request: SearchRequest, query: str, day: str, warnings: list[str]
-    ) -> dict[str, Reservation | None]:
-        """Choose the sources to call, each with its daily-cap reservation (None: no cap)."""
+    ) -> tuple[dict[str, Reservation | None], list[str]]:
+        """Choose the sources to call, each with its daily-cap reservation (None: no cap).
+
+        The sources skipped come back too; each is a warning, a counted and logged failure.
+        """
         plan: dict[str, Reservation | None] = {}
+        skipped: list[str] = []
         for name, adapter in self._sources.items():
             if request.sources is not None and name not in request.sources:
                 continue
@@ -403,9 +446,19 @@ class Searcher:
                     why = "daily cap"
             if why is None:
                 plan[name] = reservation
-            else:
-                warnings.append(f"{name}: {why}")
-        return plan
+                continue
+            warnings.append(f"{name}: {why}")
+            skipped.append(name)
+            self._note_failure(name, why)
+            if why in (DNS_FAILED, REFUSED):  # the upstream's own state, unlike a key or cap
+                self.health.record(name, ok=False, ms=None)
+        return plan, skipped
+
+    def _note_failure(self, name: str, kind: str) -> None:
+        """Count a source's failure by kind and log it: one WARNING, never a query or URL."""
+        label = kind.split(" ", 1)[0] if kind[0].isdigit() else kind
+        self.metrics.inc("search_errors", source=name, kind=label)
+        source_log.warning("source %s failed: %s", name, kind)
 
     def _reserve(self, name: str, day: str) -> tuple[bool, Reservation | None]:
         """Reserve one credit of a capped source; return (at the cap, the reservation)."""
@@ -437,13 +490,11 @@ class Searcher:
             self.metrics.inc("search_queries", outcome.calls, caller=caller, source=name)
         if outcome.credits:
             self.metrics.inc("search_credits", outcome.credits, caller=caller, source=name)
+        self.health.record(
+            name, ok=outcome.failure is None, ms=outcome.ms if outcome.sent else None
+        )
         if outcome.failure is not None:
-            kind = (
-                outcome.failure.split(" ", 1)[0]
-                if outcome.failure[0].isdigit()
-                else outcome.failure
-            )
-            self.metrics.inc("search_errors", source=name, kind=kind)
+            self._note_failure(name, outcome.failure)
 
     def _fan_out(
         self, planned: Sequence[str], query: str, k: int, started: float
@@ -452,10 +503,12 @@ class Searcher:
         deadline = started + self.config.timeout
         pages = {name: _Pages() for name in planned}
         futures: dict[str, Future[SourceOutcome]] = {
-            name: self._pool.submit(self._pages, name, query, k, deadline, pages[name])
+            name: self._pool.submit(self._timed, name, query, k, deadline, pages[name])
             for name in planned
         }
+        sent_at = self.deadline_clock.now()
         self.deadline_clock.wait(futures.values(), until=deadline)
+        waited = (self.deadline_clock.now() - sent_at) * 1000
         outcomes = []
         for name, future in futures.items():
             if future.done():
@@ -463,10 +516,20 @@ class Searcher:
             elif (latest := pages[name].latest) is not None:
                 done, outcome = latest
                 lost = (done + 1, "timeout")
-                outcomes.append(replace(outcome, calls=outcome.calls + 1, lost_page=lost))
+                outcomes.append(
+                    replace(outcome, calls=outcome.calls + 1, lost_page=lost, ms=waited)
+                )
             else:
-                outcomes.append(SourceOutcome(name, failure="timeout"))
+                outcomes.append(SourceOutcome(name, failure="timeout", ms=waited))
         return outcomes
+
+    def _timed(
+        self, name: str, query: str, k: int, deadline: float, pages: _Pages
+    ) -> SourceOutcome:
+        """Run one source's part of a search on a worker thread, with its latency."""
+        started = self.deadline_clock.now()
+        outcome = self._pages(name, query, k, deadline, pages)
+        return replace(outcome, ms=(self.deadline_clock.now() - started) * 1000)
 
     def _pages(
         self, name: str, query: str, k: int, deadline: float, pages: _Pages
@@ -507,7 +570,9 @@ class Searcher:
         capped, reservation = self._reserve(name, day)
         if capped:
             return SourceOutcome(name, failure="daily cap", sent=False)
+        started = self.deadline_clock.now()
         outcome = self._call(name, build(self._keys.get(name)), deadline)
+        outcome = replace(outcome, ms=(self.deadline_clock.now() - started) * 1000)
         self._account(caller, outcome, reservation, day)
         return outcome
 

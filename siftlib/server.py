@@ -557,7 +557,7 @@ class Handler(BaseHTTPRequestHandler):
                 searcher = server.searcher
                 answer = api.health_answer(
                     searcher.degraded(),
-                    any_source=bool(searcher.config.enabled_sources),
+                    sources=searcher.source_health(),
                     store=searcher.config.store_kind,
                 )
                 self._send_json(HTTPStatus.OK, answer)

@@ -140,15 +140,15 @@ def test_error_headers_ask_for_a_bearer_token_and_name_the_allowed_methods() -> 
 
 
 def test_health_is_degraded_when_no_source_is_enabled() -> None:
-    assert api.health_answer([], any_source=True, store="sqlite") == {
+    searxng = {"state": "ok", "recent": 0, "success_rate": None, "p50_ms": None, "p90_ms": None}
+    assert api.health_answer([], sources={"searxng": searxng}, store="sqlite") == {
         "status": "ok",
         "degraded": [],
+        "sources": {"searxng": searxng},
         "store": "sqlite",
         "version": __version__,
     }
-    assert api.health_answer(["tavily: daily cap"], any_source=False, store="redis")[
-        "degraded"
-    ] == [
+    assert api.health_answer(["tavily: daily cap"], sources={}, store="redis")["degraded"] == [
         "search: no source enabled",
         "tavily: daily cap",
     ]

@@ -38,6 +38,7 @@ def make_searcher(tmp_path: Path, httpserver: HTTPServer) -> Iterator[Callable[.
         timeout: str = "2s",
         keys: dict[str, str] | None = None,
         urls: dict[str, str] | None = None,
+        resolver: Callable[[str, int], list[str]] | None = None,
     ) -> Searcher:
         base = httpserver.url_for("")
         url = {"searxng": base + "searx", "brave_llm": base + "brave", "tavily": base + "tavily"}
@@ -53,6 +54,7 @@ def make_searcher(tmp_path: Path, httpserver: HTTPServer) -> Iterator[Callable[.
             load_config(str(path)),
             Secrets(KEYS if keys is None else keys, environ={}),
             allow_private_upstreams=True,
+            resolver=resolver,
         )
         made.append(searcher)
         return searcher
@@ -649,3 +651,170 @@ def test_a_failed_second_page_keeps_the_first_pages_hits_with_a_warning(
     assert len(response.results) == 12
     assert response.results[0].snippet == "twenty characters ok"
     assert searcher.metrics.snapshot()["search_queries"] == {"caller=local,source=searxng": 2}
+
+
+# --- failure accounting -----------------------------------------------------------------------
+
+
+def resolving(**answers: list[str] | None) -> Callable[[str, int], list[str]]:
+    """A resolver: the loopback as itself, each named host its answer, None a failed lookup."""
+
+    def resolve(host: str, port: int) -> list[str]:
+        if host == "127.0.0.1":
+            return ["127.0.0.1"]
+        answer = answers[host.replace(".", "_")]
+        if answer is None:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return answer
+
+    return resolve
+
+
+def test_dns_failures_for_paid_sources_are_named_counted_and_logged(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher], caplog: pytest.LogCaptureFixture
+) -> None:
+    serve_all(httpserver)
+    port = httpserver.port
+    searcher = make_searcher(
+        urls={
+            "brave_llm": f"http://api.search.brave.test:{port}/brave",
+            "tavily": f"http://api.tavily.test:{port}/tavily",
+        },
+        resolver=resolving(api_search_brave_test=None, api_tavily_test=None),
+    )
+    with caplog.at_level("WARNING", logger="sift.source"):
+        response = searcher.search(SearchRequest(query="sqlite wal mode"))
+    assert response.warnings == ["brave_llm: dns failed", "tavily: dns failed"]
+    assert response.sources_ok == ["searxng"]
+    assert response.sources_failed == ["brave_llm", "tavily"]
+    assert searcher.metrics.snapshot()["search_errors"] == {
+        "kind=dns failed,source=brave_llm": 1,
+        "kind=dns failed,source=tavily": 1,
+    }
+    lines = [r.getMessage() for r in caplog.records if r.name == "sift.source"]
+    assert lines == ["source brave_llm failed: dns failed", "source tavily failed: dns failed"]
+    assert searcher.degraded() == ["search.brave_llm: dns failed", "search.tavily: dns failed"]
+
+
+def test_a_refused_answer_is_upstream_refused_not_a_dns_failure(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    serve_all(httpserver)
+    searcher = make_searcher(
+        sources=("searxng", "tavily"),
+        urls={"tavily": f"http://api.tavily.test:{httpserver.port}/tavily"},
+        resolver=resolving(api_tavily_test=["169.254.169.254"]),  # metadata: always refused
+    )
+    response = searcher.search(SearchRequest(query="sqlite wal mode"))
+    assert response.warnings == ["tavily: upstream refused"]
+    assert response.sources_failed == ["tavily"]
+    assert searcher.metrics.snapshot()["search_errors"] == {
+        "kind=upstream refused,source=tavily": 1
+    }
+
+
+def failing_tavily(kind: str) -> Callable[[HTTPServer], dict[str, object]]:
+    """Set up Tavily to fail with `kind`; return the options `make_searcher` then needs."""
+
+    def arrange(httpserver: HTTPServer) -> dict[str, object]:
+        tavily = httpserver.expect_request("/tavily", method="POST")
+        if kind == "500":
+            tavily.respond_with_data("boom", status=500)
+        elif kind == "timeout":
+            tavily.respond_with_handler(hang)
+        elif kind == "bad response":
+            tavily.respond_with_data("<html>")
+        elif kind == "too large":
+            tavily.respond_with_data(b"x" * (2 * 1024 * 1024 + 1))
+        elif kind == "connection failed":
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                return {"urls": {"tavily": f"http://127.0.0.1:{s.getsockname()[1]}/t"}}
+        elif kind == "missing key":
+            return {"keys": {}}
+        return {}
+
+    return arrange
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["500", "timeout", "bad response", "too large", "connection failed", "missing key"],
+)
+def test_every_failure_kind_is_in_sources_failed_search_errors_and_the_log(
+    httpserver: HTTPServer,
+    make_searcher: Callable[..., Searcher],
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_data(
+        body("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+    )
+    options = failing_tavily(kind)(httpserver)
+    searcher = make_searcher(sources=("searxng", "tavily"), timeout="1s", **options)
+    with caplog.at_level("WARNING", logger="sift.source"):
+        response = searcher.search(SearchRequest(query="sqlite wal mode"))
+    assert response.warnings == [f"tavily: {kind}"]
+    assert response.sources_failed == ["tavily"] and response.sources_ok == ["searxng"]
+    assert searcher.metrics.snapshot()["search_errors"] == {f"kind={kind},source=tavily": 1}
+    lines = [r.getMessage() for r in caplog.records if r.name == "sift.source"]
+    assert lines == [f"source tavily failed: {kind}"]
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "sqlite wal mode" not in logged and "127.0.0.1" not in logged
+
+
+def test_a_query_too_long_for_a_source_is_a_failed_source_too(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_json({"results": []})
+    searcher = make_searcher(sources=("searxng", "tavily"))
+    response = searcher.search(SearchRequest(query="x" * 401))
+    assert response.sources_failed == ["tavily"] and response.sources_ok == ["searxng"]
+    assert searcher.metrics.snapshot()["search_errors"] == {"kind=query too long,source=tavily": 1}
+
+
+def test_a_failed_search_logs_why_each_source_failed(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher], caplog: pytest.LogCaptureFixture
+) -> None:
+    httpserver.expect_request("/searx/search").respond_with_data(
+        body("searxng/every-engine-suspended.json"), content_type="application/json"
+    )
+    httpserver.expect_request("/tavily", method="POST").respond_with_data("x", status=429)
+    searcher = make_searcher(sources=("searxng", "tavily"))
+    with caplog.at_level("WARNING", logger="sift.source"), pytest.raises(NoResultsError):
+        searcher.search(SearchRequest(query="sqlite wal mode"))
+    lines = [r.getMessage() for r in caplog.records if r.name == "sift.source"]
+    assert lines == ["source searxng failed: unresponsive", "source tavily failed: 429"]
+    assert searcher.metrics.snapshot()["search_errors"] == {
+        "kind=unresponsive,source=searxng": 1,
+        "kind=429,source=tavily": 1,
+    }
+
+
+def test_health_follows_a_source_that_keeps_failing_and_recovers(
+    httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
+) -> None:
+    status = [500]
+
+    def searx(request: Request) -> Response:
+        if status[0] != 200:
+            return Response("down", status=status[0])
+        return Response(body("searxng/wal-typed-and-legacy.json"), content_type="application/json")
+
+    httpserver.expect_request("/searx/search").respond_with_handler(searx)
+    httpserver.expect_request("/tavily", method="POST").respond_with_data(
+        body("tavily/wal-usage-unsorted.json"), content_type="application/json"
+    )
+    searcher = make_searcher(sources=("searxng", "tavily"))
+    for _ in range(3):
+        searcher.search(SearchRequest(query="sqlite wal mode"))
+    health = searcher.source_health()
+    assert health["searxng"]["state"] == "failing" and health["tavily"]["state"] == "ok"
+    assert health["searxng"]["success_rate"] == 0.0 and health["searxng"]["recent"] == 3
+    assert searcher.degraded() == ["search.searxng: failing"]
+    status[0] = 200
+    searcher.search(SearchRequest(query="sqlite wal mode"))
+    health = searcher.source_health()
+    assert health["searxng"]["state"] == "ok" and health["searxng"]["success_rate"] == 0.25
+    assert isinstance(health["searxng"]["p50_ms"], int)
+    assert searcher.degraded() == []

@@ -717,10 +717,41 @@ def test_healthz_reports_a_missing_key(
         search = call(running.url, "POST", "/v1/search", {"query": "sqlite wal"}).json
     assert health["status"] == "degraded"
     assert health["degraded"] == ["search.tavily: missing key"]
+    assert health["sources"]["tavily"]["state"] == "missing key"
     assert "tvly" not in json.dumps(health)
     assert "tavily: missing key" in search["warnings"]
     assert search["sizes"]["sources_ok"] == ["searxng"]
     assert tavily.calls == []
+
+
+def test_healthz_turns_degraded_while_a_source_keeps_failing_and_ok_when_it_recovers(
+    tmp_path: Path, searxng: FakeUpstream, tavily: FakeUpstream
+) -> None:
+    searxng.status = 503
+    with gateway(tmp_path, searxng=searxng.url, tavily=tavily.url + "/search") as running:
+        assert call(running.url, "GET", "/healthz").json["status"] == "ok"
+        for n in range(3):
+            reply = call(running.url, "POST", "/v1/search", {"query": f"wal {n}"})
+            assert reply.json["sizes"]["sources_failed"] == ["searxng"]
+        failing = call(running.url, "GET", "/healthz").json
+        searxng.status = 200
+        assert call(running.url, "POST", "/v1/search", {"query": "wal 3"}).status == 200
+        recovered = call(running.url, "GET", "/healthz").json
+    assert failing["status"] == "degraded"
+    assert failing["degraded"] == ["search.searxng: failing"]
+    assert failing["sources"]["searxng"]["state"] == "failing"
+    assert failing["sources"]["searxng"]["success_rate"] == 0.0
+    assert failing["sources"]["tavily"]["state"] == "ok"
+    assert failing["sources"]["tavily"]["success_rate"] == 1.0
+    assert recovered["status"] == "ok" and recovered["degraded"] == []
+    assert recovered["sources"]["searxng"] == {
+        **recovered["sources"]["searxng"],
+        "state": "ok",
+        "recent": 4,
+        "success_rate": 0.25,
+    }
+    p50, p90 = (recovered["sources"]["searxng"][key] for key in ("p50_ms", "p90_ms"))
+    assert isinstance(p50, int) and isinstance(p90, int) and p50 <= p90
 
 
 def test_healthz_reports_a_reached_daily_cap(tmp_path: Path, tavily: FakeUpstream) -> None:

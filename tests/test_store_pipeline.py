@@ -311,6 +311,11 @@ def test_at_the_cap_the_source_is_skipped_and_the_search_still_succeeds(
     capped = search(searcher, query="three")
     assert capped.warnings == ["tavily: daily cap"]
     assert capped.sources_ok == ["searxng"] and capped.results
+    assert capped.sources_failed == ["tavily"]
+    assert searcher.metrics.snapshot()["search_errors"] == {"kind=daily cap,source=tavily": 1}
+    assert searcher.source_health()["tavily"]["state"] == "capped"
+    again = search(searcher, query="three")  # a cache hit still names the skipped source
+    assert again.cached and again.sources_failed == ["tavily"]
     assert upstreams.calls["tavily"] == 2
     assert searcher.store is not None
     assert searcher.store.daily_credits(day="2025-11-30") == {"tavily": 2}

@@ -43,6 +43,7 @@ def add_where_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run one search and print it; return the exit code."""
     logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
+    logging.getLogger("sift.source").setLevel(logging.ERROR)  # its warnings are printed below
     from siftlib.config import load_client_config
 
     query = " ".join(args.query)
