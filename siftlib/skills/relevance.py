@@ -113,15 +113,24 @@ def terms(text: str) -> list[str]:
     return [stem(word) for word in WORD.findall(text.lower()) if word not in STOP_WORDS]
 
 
+@lru_cache(maxsize=16384)
+def related(term: str) -> frozenset[str]:
+    """Return the stems of the other words of every vocabulary concept that stem `term` is in."""
+    # Stemming all 1,500 vocabulary words up front costs a cold process a third of a second;
+    # Snowball keeps a word's first two letters, so only words sharing them can stem to `term`.
+    groups = _groups_by_opening().get(term[:2], ())
+    touched = [words for words in groups if any(stem(word) == term for word in words)]
+    return frozenset(stem(word) for words in touched for word in words) - {term}
+
+
 @lru_cache(maxsize=1)
-def related_stems() -> dict[str, frozenset[str]]:
-    """Return, for each vocabulary stem, the other stems of the concepts it belongs to."""
-    related: dict[str, set[str]] = defaultdict(set)
+def _groups_by_opening() -> dict[str, list[tuple[str, ...]]]:
+    """Map each two-letter opening to the concepts with a word that starts with it."""
+    groups: dict[str, list[tuple[str, ...]]] = defaultdict(list)
     for words in concepts().values():
-        stems = {stem(word) for word in words}
-        for member in stems:
-            related[member] |= stems
-    return {member: frozenset(others - {member}) for member, others in related.items()}
+        for opening in dict.fromkeys(word[:2] for word in words):
+            groups[opening].append(words)
+    return groups
 
 
 class Relevance(NamedTuple):
@@ -196,7 +205,7 @@ class RelevanceIndex:
             weight = self.idf.get(term, unseen)
             information += weight
             best: dict[int, float] = {}
-            for other in related_stems().get(term, ()):
+            for other in related(term):
                 for position, value in postings.get(other, {}).items():
                     value *= SYNONYM_WEIGHT
                     if value > best.get(position, 0.0):

@@ -112,9 +112,11 @@ class Session:
         mode, mode_diagnostics = configured_mode(config_path, cwd=cwd)
         catalog = discover(skills_dirs=skills_dirs, cwd=cwd, home=home)
         catalog.texts  # noqa: B018 - build the search index now, not in the first search
-        if mode == "local":
-            catalog.relevance  # noqa: B018 - and the relevance index local mode searches
         snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings), mode=mode)
+        if mode == "local" or (settings.enabled and snapshot.key):
+            # The relevance index local mode and the shortlist's concept stream search: built
+            # now, so that the first search does not pay for it (inside the provider deadline).
+            catalog.relevance  # noqa: B018
         session = cls(snapshot, notify=notify)
         if settings.enabled and snapshot.key:
             # Imported only when opted in; the provider client itself is created lazily.

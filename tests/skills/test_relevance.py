@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from siftlib.skills.catalog import Catalog, Skill
-from siftlib.skills.relevance import SYNONYM_WEIGHT, RelevanceIndex, stem, terms
+from siftlib.skills.relevance import SYNONYM_WEIGHT, RelevanceIndex, related, stem, terms
+from siftlib.skills.vocabulary import concepts
 
 
 def catalog_of(*skills: tuple[str, str]) -> Catalog:
@@ -128,3 +129,11 @@ def test_stemming_from_many_threads_at_once_gives_the_same_stems() -> None:
     for thread in threads:
         thread.join()
     assert errors == [] and found == expected
+
+
+def test_stems_keep_the_first_two_letters_related_relies_on() -> None:
+    words = {word for group in concepts().values() for word in group}
+    assert all(stem(word)[:2] == word[:2] for word in words)
+    assert {"excel", "workbook", "xlsx"} <= related("spreadsheet")
+    assert "spreadsheet" not in related("spreadsheet")
+    assert related("zebra") == frozenset()

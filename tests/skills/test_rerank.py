@@ -70,7 +70,9 @@ def fake() -> Iterator[FakeSystemOne]:
 
 @pytest.fixture
 def catalog(tmp_path: Path) -> Catalog:
-    return catalog_of(tmp_path / "skills", SKILLS)
+    catalog = catalog_of(tmp_path / "skills", SKILLS)
+    catalog.relevance  # noqa: B018 - built before the first search, as Session.open does
+    return catalog
 
 
 class Session:
@@ -343,7 +345,12 @@ class TestFailures:
     ) -> None:
         session = Session(fake, timeout_ms=10000)
         fake.handler = lambda body: "hang"
-        threading.Timer(0.2, session.reranker.close).start()
+
+        def close_once_sent() -> None:  # outstanding for sure, however slow the machine
+            wait_for_request(fake)
+            session.reranker.close()
+
+        threading.Thread(target=close_once_sent).start()
         result, baseline = session.search(catalog)
         assert result is baseline
         assert fake.connections_closed.wait(2.0)
