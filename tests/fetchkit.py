@@ -103,7 +103,7 @@ class PageServer:
         self.url = f"http://{host}:{self.port}"
         self.allow = f"{host}:{self.port}"
         threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True
         ).start()
 
     def paths(self) -> list[str]:

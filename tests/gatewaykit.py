@@ -105,7 +105,7 @@ class FakeUpstream:
         self.port = self._server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True
         )
         self._thread.start()
 
@@ -230,7 +230,7 @@ def gateway(
         **options,
     )
     thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        target=server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True
     )
     thread.start()
     gw = Gateway(

@@ -217,7 +217,7 @@ def serve() -> Iterator[FakeSystemOne]:
     fake = FakeSystemOne()
     server = _Server(("127.0.0.1", 0), _handler_class(fake))
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.005,), daemon=True)
     thread.start()
     try:
         yield fake
