@@ -177,3 +177,11 @@ def test_client_mode_reads_through_the_gateway(
     assert invalid == 2 and "invalid url" in invalid_err
     assert refused == 3 and "refused the request (401)" in refused_err
     assert idle.connections == 0
+
+
+def test_the_agent_skill_reads_result_pages_with_sift_fetch() -> None:
+    skill = Path(__file__).resolve().parent.parent / "skill" / "SKILL.md"
+    text = skill.read_text()
+    assert "sift fetch https://" in text
+    assert "| 4 | `sift fetch` only" in text
+    assert "read a result page with `sift fetch`" in text.split("---")[1]
