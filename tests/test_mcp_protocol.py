@@ -409,6 +409,25 @@ def test_a_client_that_stops_reading_only_loses_its_answers(tools: Tools) -> Non
     assert peer.code == 0
 
 
+def test_a_fault_inside_the_server_answers_32603_and_it_goes_on(
+    tools: Tools, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> list[Tool]:
+        raise OSError("cannot read /home/someone/.config/sift/config.toml")
+
+    peer = Peer(tools)
+    peer.server._list_tools = broken
+    answer = peer.request("tools/list", {}, id=1)
+    assert answer == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": -32603, "message": "Internal error"},
+    }
+    assert peer.request("ping", id=2)["result"] == {}
+    assert peer.close() == []
+    assert "tools/list failed (OSError)" in caplog.text and "someone" not in caplog.text
+
+
 class Recorder:
     """A stdout that records each write call."""
 

@@ -32,10 +32,10 @@ def user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monk
 def open_toolbox(
     tmp_path: Path, *, config: Path | None = None, server: str | None = None
 ) -> Toolbox:
-    config_path = config or tmp_path / "absent.toml"
+    named = str(config) if config is not None else None
     return Toolbox(
-        Where(config=str(config_path), server=server, local=False, allow_private_upstreams=True),
-        skills=SkillsPlace(config_path=config_path, skills_dirs=(CATALOG,), cwd=tmp_path),
+        Where(config=named, server=server, local=False, allow_private_upstreams=True),
+        skills=SkillsPlace(skills_dirs=(CATALOG,), cwd=tmp_path),
     )
 
 
@@ -331,6 +331,25 @@ def test_local_mode_from_the_config(tmp_path: Path) -> None:
     assert [hit["score"] for hit in hits] == sorted((hit["score"] for hit in hits), reverse=True)
     assert none.structured is not None
     assert (none.structured["mode"], none.structured["selection"]) == ("local", "none")
+
+
+def test_a_named_config_that_is_missing_is_a_tool_error_not_a_crash(tmp_path: Path) -> None:
+    toolbox = open_toolbox(tmp_path, config=tmp_path / "typo.toml")
+    try:
+        tools = {tool.name: tool for tool in toolbox.tools()}
+        assert tools["skill_search"].annotations["openWorldHint"] is False
+        results = []
+        for name, arguments in (
+            ("web_search", {"query": "x"}),
+            ("web_fetch", {"url": "https://example.org/"}),
+            ("skill_search", {"query": "pdf"}),
+        ):
+            results.append(run(toolbox, name, arguments))
+    finally:
+        toolbox.close()
+    for result in results:
+        assert result.is_error is True
+        assert result.text == f"{tmp_path / 'typo.toml'}: no such config file (named by --config)."
 
 
 def test_a_query_without_terms_is_a_tool_error(box: Toolbox) -> None:

@@ -41,7 +41,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve MCP on stdin/stdout until end of input; return 0."""
-    from siftlib.config import resolve_config_path
     from siftlib.logs import configure_logging
     from siftlib.mcp.protocol import Server, ServerInfo
     from siftlib.mcp.tools import SkillsPlace, Toolbox, Where
@@ -59,7 +58,6 @@ def run(args: argparse.Namespace) -> int:
             allow_private_upstreams=args.allow_private_upstreams,
         ),
         skills=SkillsPlace(
-            config_path=resolve_config_path(args.config),
             skills_dirs=tuple(Path(d) for d in args.skills_dir),
             cwd=cwd,
         ),

@@ -32,6 +32,8 @@ Decisions where the specs leave room:
   MCP 2025-11-25 asks); an unknown tool name is -32602; a tool that raises is a tool result
   with `isError`, and the log names the exception's type only (its message could carry a
   query or a URL, which logs never do).
+- A fault inside the server while answering (not inside a tool) is -32603 for that request
+  alone, logged by its exception type; the server goes on.
 - `ping` is answered in both eras; `server/discover` without an envelope is answered too,
   in the stateless shape (it exists in no other).
 - A client that closes its reading end only loses its answers: the server reads on to the
@@ -61,6 +63,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 MAX_LINE_BYTES = 4 * 1024 * 1024
@@ -222,6 +225,10 @@ class Server:
             result = self._answer(method, params, modern)
         except ProtocolError as exc:
             self._error(request_id, exc.code, exc.message, exc.data)
+            return
+        except Exception as exc:  # a bug answers one request with an error, never ends the server
+            log.error("mcp: %s failed (%s)", method, type(exc).__name__)
+            self._error(request_id, INTERNAL_ERROR, "Internal error")
             return
         self._result(request_id, result, modern)
 

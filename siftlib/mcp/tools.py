@@ -96,7 +96,6 @@ class Where:
 class SkillsPlace:
     """Which skill catalog to search: extra folders first, then the user's and the project's."""
 
-    config_path: Path
     skills_dirs: tuple[Path, ...]
     cwd: Path
 
@@ -322,8 +321,8 @@ class Toolbox:
         from siftlib.skills.keyword import keyword_scores
 
         query, limit = arguments["query"], arguments["limit"]
-        session = self._skill_session()
         try:
+            session = self._skill_session()
             result = session.search(query, limit, cancel=cancel)
         except SiftError as exc:
             return _failure(exc)
@@ -388,12 +387,20 @@ class Toolbox:
                 self._fetcher = self._stack.enter_context(Fetcher(config.fetch))
             return self._fetcher
 
+    def _config_path(self) -> Path:
+        """Return the global config's path (`--config` > `$SIFT_CONFIG` > the user's)."""
+        from siftlib.config import resolve_config_path
+
+        return resolve_config_path(self.where.config)
+
     def _reranking_opted_in(self) -> bool:
         """Say whether skill search may call the provider: consent and a key (skills.md §4)."""
         from siftlib.skills.consent import api_key, load_settings
 
-        place = self.skills_place
-        settings, _ = load_settings(place.config_path, cwd=place.cwd)  # the session warns
+        try:
+            settings, _ = load_settings(self._config_path(), cwd=self.skills_place.cwd)
+        except SiftError:  # a config that cannot be read consents to nothing
+            return False
         return settings.enabled and api_key(settings) is not None
 
     def _skill_session(self) -> Session:
@@ -404,7 +411,7 @@ class Toolbox:
 
                 place = self.skills_place
                 self._session, diagnostics = Session.open(
-                    config_path=place.config_path,
+                    config_path=self._config_path(),
                     skills_dirs=list(place.skills_dirs),
                     cwd=place.cwd,
                 )
