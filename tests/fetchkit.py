@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import ssl
 import threading
 import time
 from collections import Counter
@@ -77,7 +78,13 @@ def hang(seconds: float) -> Route:
 class PageServer:
     """A loopback HTTP/1.1 server answering each path with its route; counts every request."""
 
-    def __init__(self, routes: dict[str, Route], *, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        routes: dict[str, Route],
+        *,
+        host: str = "127.0.0.1",
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
         self.routes = routes
         self.hits: list[tuple[str, dict[str, str]]] = []
         self.peers: list[int] = []  # the client port of each request: one per connection
@@ -98,9 +105,12 @@ class PageServer:
 
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self._server.daemon_threads = True
+        if ssl_context is not None:  # HTTPS: the handshake runs as each connection is accepted
+            self._server.socket = ssl_context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]
         self.host = host
-        self.url = f"http://{host}:{self.port}"
+        scheme = "http" if ssl_context is None else "https"
+        self.url = f"{scheme}://{host}:{self.port}"
         self.allow = f"{host}:{self.port}"
         threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True

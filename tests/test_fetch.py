@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import socket
+import ssl
 import threading
 import time
 import zlib
+from typing import Any
 
 import pytest
 from fetchkit import PageServer, drip, hang, page
@@ -263,3 +265,74 @@ def test_metrics_and_log_line_carry_no_path_or_query(caplog: pytest.LogCaptureFi
     }
     assert snapshot["fetch_blocked"] == {"rule=loopback": 1}
     assert snapshot["fetch_bytes"] == 2 * len(ARTICLE.encode())
+
+
+@pytest.fixture
+def ca() -> Any:
+    import trustme
+
+    return trustme.CA()
+
+
+def tls_site(ca: Any, name: str, names: list[str | None]) -> PageServer:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ca.issue_cert(name).configure_cert(context)
+    context.sni_callback = lambda sock, sni, ctx: names.append(sni)  # type: ignore[assignment,misc,return-value]
+    return PageServer({"/": page(ARTICLE.encode())}, ssl_context=context)
+
+
+def tls_fetcher(allow: str, ca: Any, *, trust: bool = True) -> Fetcher:
+    context = ssl.create_default_context()
+    if trust:
+        ca.configure_trust(context)
+    return Fetcher(
+        FetchConfig(allow=(allow,), timeout=5.0),
+        resolver=lambda host, port: ["127.0.0.1"],
+        ssl_context=context,
+    )
+
+
+def test_https_is_verified_for_the_urls_host_with_sni(ca: Any) -> None:
+    names: list[str | None] = []
+    with tls_site(ca, "pages.example", names) as site:
+        url = f"https://pages.example:{site.port}/"
+        with tls_fetcher(f"pages.example:{site.port}", ca) as fetch:
+            result = fetch.fetch(FetchRequest(url=url, format="text"))
+    assert result.status == 200 and "Crème brûlée" in result.content
+    assert names == ["pages.example"]
+
+
+def test_a_certificate_for_another_name_is_a_tls_failure(ca: Any) -> None:
+    with tls_site(ca, "other.example", []) as site:
+        url = f"https://pages.example:{site.port}/"
+        with (
+            tls_fetcher(f"pages.example:{site.port}", ca) as fetch,
+            pytest.raises(FetchFailed) as caught,
+        ):
+            fetch.fetch(FetchRequest(url=url))
+        assert site.hits == []
+    assert caught.value.kind == "tls"
+
+
+def test_a_certificate_from_an_untrusted_ca_is_a_tls_failure(ca: Any) -> None:
+    with tls_site(ca, "pages.example", []) as site:
+        url = f"https://pages.example:{site.port}/"
+        with (
+            tls_fetcher(f"pages.example:{site.port}", ca, trust=False) as fetch,
+            pytest.raises(FetchFailed) as caught,
+        ):
+            fetch.fetch(FetchRequest(url=url))
+        assert site.hits == []
+    assert caught.value.kind == "tls"
+
+
+def test_a_context_that_does_not_verify_is_refused() -> None:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        PageServer({"/": page(ARTICLE.encode())}) as site,
+        Fetcher(FetchConfig(allow=(site.allow,)), ssl_context=context) as fetch,
+        pytest.raises(ValueError),
+    ):
+        fetch.fetch(FetchRequest(url=f"https://{site.allow}/"))
