@@ -24,12 +24,14 @@ Two spellings a person reads as one address are one key (RFC 3986 §6.2.2 normal
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _RESERVED = frozenset(":/?#[]@!$&'()*+,;=")
 _ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_SAFE = "".join(sorted(_RESERVED)) + "%"  # quote() never touches unreserved characters
 _PLAIN = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=]*")
 
 
@@ -59,22 +61,15 @@ def _normal_escapes(text: str) -> str:
     """Return `text` with canonical percent-encoding (see the module docstring)."""
     if "%" not in text and _PLAIN.fullmatch(text):
         return text  # the common case: plain ASCII with nothing to change
-    out = []
-    i = 0
-    while i < len(text):
-        char = text[i]
-        escape = _ESCAPE.match(text, i) if char == "%" else None
-        if escape is not None:
-            decoded = chr(int(escape.group(1), 16))
-            out.append(decoded if decoded in _UNRESERVED else escape.group(0).upper())
-            i += 3
-            continue
-        if char in _UNRESERVED or char in _RESERVED:
-            out.append(char)
-        else:
-            out.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass")))
-        i += 1
-    return "".join(out)
+    text = _STRAY_PERCENT.sub("%25", text)
+    text = _ESCAPE.sub(_normal_escape, text)
+    return quote(text, safe=_SAFE, encoding="utf-8", errors="surrogatepass")
+
+
+def _normal_escape(match: re.Match[str]) -> str:
+    """Decode an escaped unreserved character; give any other escape uppercase hex."""
+    char = chr(int(match.group(1), 16))
+    return char if char in _UNRESERVED else match.group(0).upper()
 
 
 def _idna_host(host: str) -> str:
