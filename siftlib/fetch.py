@@ -44,6 +44,7 @@ import time
 import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -459,31 +460,18 @@ def _sniff(head: bytes) -> str | None:
     return "text/plain"
 
 
-class _failures:  # noqa: N801 - used as a statement: `with _failures():`
-    """Translate httpx's exceptions into `FetchFailed` kinds, as one boundary."""
-
-    def __init__(self, *, reading: bool = False) -> None:
-        self.reading = reading
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None or not isinstance(exc, httpx.TransportError):
-            return
-        if isinstance(exc, httpx.TimeoutException):
-            raise FetchFailed("deadline", "fetch failed: deadline") from None
-        if isinstance(exc, httpx.ConnectError):
-            if _caused_by(exc, ssl.SSLError):
-                raise FetchFailed("tls") from None
-            raise FetchFailed("connect") from None
-        if isinstance(exc, httpx.RemoteProtocolError):
-            raise FetchFailed("cut" if self.reading else "protocol") from None
+@contextmanager
+def _failures(*, reading: bool = False) -> Iterator[None]:
+    """Translate httpx's transport errors into `FetchFailed` kinds, at this one boundary."""
+    try:
+        yield
+    except httpx.TimeoutException:
+        raise FetchFailed("deadline", "fetch failed: deadline") from None
+    except httpx.ConnectError as exc:
+        raise FetchFailed("tls" if _caused_by(exc, ssl.SSLError) else "connect") from None
+    except httpx.RemoteProtocolError:
+        raise FetchFailed("cut" if reading else "protocol") from None
+    except httpx.TransportError:
         raise FetchFailed("reset") from None
 
 

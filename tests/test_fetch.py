@@ -75,11 +75,10 @@ def test_a_corrupt_gzip_body_is_an_encoding_failure() -> None:
 
 
 def test_a_dripping_server_is_cut_at_the_deadline() -> None:
-    started = time.monotonic()
+    # Every read returns within 0.2 s, so only a wall-clock deadline ends this (2000 s) body.
     with pytest.raises(FetchFailed) as caught:
         fetch_one(drip(0.2), timeout=1.0)
     assert caught.value.kind == "deadline"
-    assert time.monotonic() - started < 10  # cut, not read to its end (2000 s)
 
 
 def test_a_hung_server_is_cut_at_the_deadline() -> None:
