@@ -17,6 +17,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,10 @@ def test_the_readme_install_steps_work_in_a_fresh_venv(
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
          "-w", "dist", "."], cwd=clone)  # fmt: skip
     assert (clone / "dist" / wheel).is_file()
+    # The SPDX form of the licence: setuptools no longer prints its deprecation notice.
+    with zipfile.ZipFile(clone / "dist" / wheel) as built:
+        metadata = built.read("sift-0.1.0.dist-info/METADATA").decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()
     outputs = []
     for step in steps[1:]:
         for old, new in moved.items():
