@@ -117,6 +117,8 @@ def test_a_cancelled_search_is_never_answered(env: dict[str, str], tmp_path: Pat
     finally:
         gate.set()
         server.kill()
+        server.wait(60)
+        server.stdout.close()
         searxng.close()
 
 
