@@ -49,8 +49,8 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -59,6 +59,7 @@ import httpx
 
 from siftlib import fusion
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
+from siftlib.deadline import DeadlineClock
 from siftlib.dial import DNS_FAILED, REFUSED, LookupFailed, Upstream, UpstreamRefused, open_upstream
 from siftlib.errors import NoResultsError, StoreError
 from siftlib.health import Health
@@ -195,22 +196,6 @@ def _hour_text(hour: int) -> str:
 def caller_class(caller: str, restricted: Sequence[str]) -> str:
     """Return the cache partition: `fleet`, or a restricted caller's own `restricted:<name>`."""
     return f"restricted:{caller}" if caller in restricted else "fleet"
-
-
-class DeadlineClock:
-    """The clock a search's one deadline is measured on, and the fan-out's wait against it.
-
-    A seam: a test's clock can let time pass only when the fan-out waits, so a deadline test
-    checks exactly what timed out, without sleeping through the timeout.
-    """
-
-    def now(self) -> float:
-        """Return seconds on a monotonic clock."""
-        return time.monotonic()
-
-    def wait(self, futures: Collection[Future[SourceOutcome]], *, until: float) -> None:
-        """Wait until every future is done or the clock reaches `until`."""
-        wait(futures, timeout=max(0.0, until - self.now()))
 
 
 class Searcher:

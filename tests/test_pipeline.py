@@ -16,8 +16,9 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from siftlib.config import Secrets, load_config, load_secrets
+from siftlib.deadline import DeadlineClock
 from siftlib.errors import NoResultsError, QueryError
-from siftlib.pipeline import DeadlineClock, Searcher, SearchRequest, SourceOutcome
+from siftlib.pipeline import Searcher, SearchRequest, SourceOutcome
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 KEYS = {"BRAVE_API_KEY": "brave-secret", "TAVILY_API_KEY": "tavily-secret"}

@@ -32,6 +32,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from siftlib.deadline import DeadlineClock
 from siftlib.skills.cache import SessionCache
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.consent import RerankSettings
@@ -155,6 +156,7 @@ class SystemOneReranker:
         base_url: str | None = None,
         transport: httpx.BaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
+        deadline_clock: DeadlineClock | None = None,
         observers: Sequence[Observer] = (),
     ) -> None:
         self._settings = settings
@@ -162,6 +164,7 @@ class SystemOneReranker:
         self._base_url = resolve_base_url(base_url)
         self._transport = transport
         self._observers = tuple(observers)
+        self._deadline_clock = deadline_clock or DeadlineClock()
         self._cache = SessionCache(
             max_entries=settings.cache_max_entries, ttl_ms=settings.cache_ttl_ms, clock=clock
         )
@@ -182,7 +185,7 @@ class SystemOneReranker:
         cancel: threading.Event | None = None,
     ) -> SkillResult:
         """Rerank the keyword `baseline` of `query`, or return it unchanged."""
-        deadline = time.monotonic() + self._settings.timeout_ms / 1000.0
+        deadline = self._deadline_clock.now() + self._settings.timeout_ms / 1000.0
         trail = _Trail()
         try:
             outcome = self._search(catalog, query, cancel, deadline, trail)
@@ -320,12 +323,12 @@ class SystemOneReranker:
     def _wait(self, call: _Call, cancel: threading.Event | None, deadline: float) -> Reason | None:
         """Wait for the call; return why waiting stopped early, or None once it is done."""
         while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            now = self._deadline_clock.now()
+            if deadline - now <= 0:
                 return Reason.TIMEOUT
             # A caller's cancel event cannot be waited on together with ours: poll it.
-            slice_ = remaining if cancel is None else min(remaining, CANCEL_POLL_SECONDS)
-            if call.done.wait(slice_):
+            until = deadline if cancel is None else min(deadline, now + CANCEL_POLL_SECONDS)
+            if self._deadline_clock.wait_event(call.done, until=until):
                 return None
             if cancel is not None and cancel.is_set():
                 return Reason.CANCELLED
@@ -334,7 +337,7 @@ class SystemOneReranker:
         """Worker: set up the client if needed, send, read and parse; never raises."""
         try:
             client = self._provider()
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._deadline_clock.now()
             if remaining <= 0:
                 raise ProviderError(Reason.TIMEOUT)
             call.answer = parse_response(client.post(body, timeout=remaining, abort=call.abort))

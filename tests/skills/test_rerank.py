@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from siftlib.deadline import DeadlineClock
 from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.decide import Decision, Reason
@@ -78,14 +79,21 @@ def catalog(tmp_path: Path) -> Catalog:
 class Session:
     """A SystemOneReranker wired to the fake, with a recorder and a controllable clock."""
 
-    def __init__(self, fake: FakeSystemOne, **settings: Any) -> None:
+    def __init__(
+        self, fake: FakeSystemOne, deadline_clock: DeadlineClock | None = None, **settings: Any
+    ) -> None:
         self.fake = fake
         self.clock = Clock()
         self.recorder = Recorder()
         settings.setdefault("timeout_ms", 5000)  # generous unless a test is about the deadline
         self.settings = RerankSettings(enabled=True, **settings)
         self.reranker = SystemOneReranker(
-            self.settings, KEY, base_url=fake.url, clock=self.clock, observers=[self.recorder]
+            self.settings,
+            KEY,
+            base_url=fake.url,
+            clock=self.clock,
+            deadline_clock=deadline_clock,
+            observers=[self.recorder],
         )
 
     def search(
@@ -97,6 +105,25 @@ class Session:
     ) -> tuple[SkillResult, SkillResult]:
         baseline = keyword_search(catalog, query, limit)
         return self.reranker.search(catalog, query, limit, baseline, cancel=cancel), baseline
+
+
+class SteppedClock(DeadlineClock):
+    """Deadline time that stands still until the provider has the request; then a wait for
+    the answer jumps straight to its deadline, as if the provider had stalled until then."""
+
+    def __init__(self, fake: FakeSystemOne) -> None:
+        self.fake, self.time, self.waited_until = fake, 100.0, 0.0
+
+    def now(self) -> float:
+        return self.time
+
+    def wait_event(self, event: threading.Event, *, until: float) -> bool:
+        while not (event.is_set() or self.fake.requests):
+            event.wait(0.01)  # the worker is still connecting: real time, asserted on nowhere
+        if event.is_set():
+            return True
+        self.waited_until, self.time = until, max(self.time, until)
+        return False
 
 
 @pytest.fixture
@@ -296,13 +323,12 @@ class TestFailures:
     def test_deadline_with_a_provider_that_never_answers(
         self, fake: FakeSystemOne, catalog: Catalog
     ) -> None:
-        session = Session(fake, timeout_ms=300)
+        clock = SteppedClock(fake)
+        session = Session(fake, deadline_clock=clock, timeout_ms=300)
         fake.handler = lambda body: "hang"
-        started = time.monotonic()
         result, baseline = session.search(catalog)
-        elapsed = time.monotonic() - started
         assert result is baseline
-        assert elapsed < 0.3 + 1.0  # the deadline plus a generous margin
+        assert clock.waited_until == 100.0 + 0.3  # the deadline: timeout_ms after the start
         assert fake.connections_closed.wait(2.0)
         assert session.recorder.last.reason is Reason.TIMEOUT
         assert len(fake.requests) == 1
@@ -310,12 +336,12 @@ class TestFailures:
     def test_the_deadline_covers_reading_a_slow_body(
         self, fake: FakeSystemOne, catalog: Catalog
     ) -> None:
-        session = Session(fake, timeout_ms=300)
+        clock = SteppedClock(fake)
+        session = Session(fake, deadline_clock=clock, timeout_ms=300)
         fake.handler = lambda body: "trickle"
-        started = time.monotonic()
         result, baseline = session.search(catalog)
         assert result is baseline
-        assert time.monotonic() - started < 0.3 + 1.0
+        assert clock.waited_until == 100.0 + 0.3
         assert fake.connections_closed.wait(2.0)
         assert session.recorder.last.reason is Reason.TIMEOUT
 
