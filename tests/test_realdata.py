@@ -21,8 +21,9 @@ FILES = [
     "skills/test_rerank.py",
     "skills/test_shortlist.py",
     "skills/test_catalog.py",
+    "skills/test_vocabulary.py",
 ]
-READERS = 9
+READERS = 10
 
 
 def run_realdata_tests(where: Path) -> str:
