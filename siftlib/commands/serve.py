@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from siftlib.logs import configure_logging
     from siftlib.metrics import Metrics
     from siftlib.pipeline import Searcher
-    from siftlib.server import GatewayServer, check_open_mode, split_listen
+    from siftlib.server import FETCH_MARGIN, GatewayServer, check_open_mode, split_listen
     from siftlib.store import open_configured_store
 
     configure_logging()
@@ -116,7 +116,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         server.serve_forever(poll_interval=POLL_INTERVAL)
     finally:
-        finished = server.drain(timeout=server.deadline + server.socket_timeout)
+        # In-flight work may be a fetch, whose deadline can pass the search's.
+        longest = server.deadline
+        if fetcher is not None:
+            longest = max(longest, config.fetch.timeout + FETCH_MARGIN)
+        finished = server.drain(timeout=longest + server.socket_timeout)
         server.server_close()
         if fetcher is not None:
             fetcher.close()
