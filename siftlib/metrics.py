@@ -7,15 +7,50 @@ names and error kinds only: never hosts, URLs, queries or keys.
 A restricted caller's work is visible only to itself (search.md §8): `visible_to` folds every
 other restricted caller's series of a caller-labelled metric into one `caller=restricted`
 total, which names no caller and no source.
+
+Latency histograms (`observe`) are kept beside the counters with fixed buckets per metric
+(`BUCKETS`) and appear only in the Prometheus rendering (`siftlib.prometheus`): the JSON of
+`/metrics` keeps the flat shape search.md §3.3 gives it. They carry no caller label, so
+they need no folding.
 """
 
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 
 RESTRICTED_TOTAL = "caller=restricted"
+
+# Upper bounds in seconds. An upstream call takes tens of milliseconds to seconds; a cache
+# hit, from tens of microseconds (memory) to milliseconds (SQLite or Redis under load).
+BUCKETS: dict[str, tuple[float, ...]] = {
+    "search_source_seconds": (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    "search_cache_hit_seconds": (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05),
+}
+
+
+@dataclass
+class Histogram:
+    """One labelled series of a histogram: per-bucket counts (not cumulative), sum, count."""
+
+    bounds: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    sum: float = 0.0
+    count: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = self.counts or [0] * (len(self.bounds) + 1)  # the last is +Inf
+
+    def cumulative(self) -> list[tuple[float, int]]:
+        """Return `(upper bound, observations at or below it)`, ending with +Inf."""
+        total, rows = 0, []
+        for bound, n in zip((*self.bounds, float("inf")), self.counts, strict=True):
+            total += n
+            rows.append((bound, total))
+        return rows
 
 
 class Metrics:
@@ -24,6 +59,7 @@ class Metrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._values: dict[str, dict[str, float]] = defaultdict(dict)
+        self._histograms: dict[str, dict[str, Histogram]] = defaultdict(dict)
 
     def inc(self, name: str, amount: float = 1, **labels: str) -> None:
         """Add `amount` to a counter."""
@@ -31,6 +67,29 @@ class Metrics:
         with self._lock:
             series = self._values[name]
             series[key] = series.get(key, 0) + amount
+
+    def observe(self, name: str, seconds: float, **labels: str) -> None:
+        """Record one duration in the histogram `name` (its buckets are `BUCKETS[name]`)."""
+        bounds = BUCKETS[name]
+        key = _label_key(labels)
+        index = bisect_left(bounds, seconds)
+        with self._lock:
+            series = self._histograms[name]
+            histogram = series.get(key) or series.setdefault(key, Histogram(bounds))
+            histogram.counts[index] += 1
+            histogram.sum += seconds
+            histogram.count += 1
+
+    def histograms(self) -> dict[str, dict[str, Histogram]]:
+        """Return a copy of every histogram, keyed by name and then by labels."""
+        with self._lock:
+            return {
+                name: {
+                    key: Histogram(h.bounds, list(h.counts), h.sum, h.count)
+                    for key, h in sorted(series.items())
+                }
+                for name, series in sorted(self._histograms.items())
+            }
 
     def snapshot(self) -> dict[str, float | dict[str, float]]:
         """Return every metric: a number when unlabelled, else an object keyed by labels."""

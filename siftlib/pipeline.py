@@ -351,9 +351,11 @@ class Searcher:
                 self._release_all(plan)
                 self.metrics.inc("search_cache_hit")
                 hits = list(cached.hits)
-                return self._finish(
+                response = self._finish(
                     request, query, hits, warnings, planned, skipped, started, 0, cached=True
                 )
+                self.metrics.observe("search_cache_hit_seconds", time.monotonic() - started)
+                return response
             self.metrics.inc("search_cache_miss")
 
         if not planned:

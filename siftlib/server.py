@@ -77,7 +77,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from siftlib import __version__, api, wire
+from siftlib import __version__, api, prometheus, wire
 from siftlib.api import ROUTES, Rejected
 from siftlib.errors import ConfigError, NoResultsError, QueryError
 from siftlib.metrics import visible_to
@@ -566,9 +566,7 @@ class Handler(BaseHTTPRequestHandler):
             if caller is None:
                 raise Rejected(HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token")
             if route == "/metrics":
-                snapshot = server.searcher.metrics_snapshot()
-                answer = visible_to(snapshot, viewer=caller, restricted=server.restricted)
-                self._send_json(HTTPStatus.OK, answer)
+                self._metrics(caller)
             elif route in api.FETCH_ROUTES:
                 self._fetch(route, caller, started)
             elif route == "/v1/search":
@@ -687,15 +685,36 @@ class Handler(BaseHTTPRequestHandler):
         else:
             rejected = Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded")
             status, payload = rejected.status, api.error_payload(rejected, route=route)
-        data = self._encode(status, payload, {}, True)
+        data = wire.encode_json(status, payload, {}, server=self.server_version, close=True)
         self.server.searcher.metrics.inc("http_shed", reason="deadline")
         self._count(status)
         with suppress(OSError):
             self.connection.send(data, socket.MSG_DONTWAIT)
             self.connection.shutdown(socket.SHUT_WR)
 
+    def _metrics(self, caller: str) -> None:
+        server = self.server
+        snapshot = server.searcher.metrics_snapshot()
+        answer = visible_to(snapshot, viewer=caller, restricted=server.restricted)
+        query = getattr(self, "path", "").partition("?")[2]
+        if not prometheus.wants_prometheus(self._field("accept"), query):
+            self._send_json(HTTPStatus.OK, answer)
+            return
+        text = prometheus.render(answer, server.searcher.metrics.histograms())
+        self._send(HTTPStatus.OK, text.encode(), prometheus.CONTENT_TYPE)
+
     def _send_json(
         self, status: HTTPStatus, payload: object, *, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self._send(status, wire.json_body(payload), "application/json", headers=headers)
+
+    def _send(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str,
+        *,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         if not self._body_read and wire.body_expected(getattr(self, "command", ""), self.fields):
             # A body not read here (refused first) must not be parsed as the next request.
@@ -705,16 +724,18 @@ class Handler(BaseHTTPRequestHandler):
         if self._echo_keep_alive and not self.close_connection:
             headers = {**(headers or {}), "Connection": "keep-alive"}
         self.log_request(int(status))
-        self.wfile.write(self._encode(status, payload, headers or {}, self.close_connection))
-        self._count(status)
-
-    def _encode(
-        self, status: HTTPStatus, payload: object, headers: Mapping[str, str], close: bool
-    ) -> bytes:
         head_only = getattr(self, "command", None) == "HEAD"
-        return wire.encode_json(
-            status, payload, headers, server=self.server_version, close=close, head_only=head_only
+        answer = wire.encode_response(
+            status,
+            body,
+            content_type,
+            headers or {},
+            server=self.server_version,
+            close=self.close_connection,
+            head_only=head_only,
         )
+        self.wfile.write(answer)
+        self._count(status)
 
     def _field(self, name: str) -> str | None:
         """Return the first value of a header field (its name lowercased), or None."""

@@ -183,12 +183,38 @@ def encode_json(
     head_only: bool = False,
 ) -> bytes:
     """Return a whole response, head and JSON body, to leave in one write."""
-    body = _JSON.encode(payload).encode() + b"\n"
+    return encode_response(
+        status,
+        json_body(payload),
+        "application/json",
+        headers,
+        server=server,
+        close=close,
+        head_only=head_only,
+    )
+
+
+def json_body(payload: object) -> bytes:
+    """Return the JSON body of an answer, newline-terminated."""
+    return _JSON.encode(payload).encode() + b"\n"
+
+
+def encode_response(
+    status: HTTPStatus,
+    body: bytes,
+    content_type: str,
+    headers: Mapping[str, str],
+    *,
+    server: str,
+    close: bool,
+    head_only: bool = False,
+) -> bytes:
+    """Return a whole response, head and body, to leave in one write."""
     lines = [
         f"HTTP/1.1 {status.value} {status.phrase}",
         f"Server: {server}",
         f"Date: {http_date()}",
-        "Content-Type: application/json",
+        f"Content-Type: {content_type}",
         f"Content-Length: {len(body)}",
         "Cache-Control: no-store",
         *(f"{name}: {value}" for name, value in headers.items()),

@@ -1,0 +1,76 @@
+"""Benchmark the start-up of the commands agents run most, against a bare interpreter.
+
+Modules are byte-compiled first (a warm-up run of each command with PYTHONDONTWRITEBYTECODE
+unset), as they are in an installed sift. Side by side in one run, alternating, median of RUNS each: `python -c pass`, `sift search
+--local` answering from a warm cache (the fake SearXNG is then stopped, so nothing but the
+cache can answer), and `sift fetch --help`. Target: each <= 2.5x the bare interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from gatewaykit import FakeUpstream, fixture_bytes, write_config  # noqa: E402
+
+RUNS = 21
+SIFT = str(Path(sys.executable).parent / "sift")
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return (time.perf_counter() - started) * 1000
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory(prefix="sift-bench-") as tmp:
+        home = Path(tmp)
+        env = {
+            # Compiled modules are kept, as an installed sift has them.
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith(("SIFT_", "XDG_")) and k != "PYTHONDONTWRITEBYTECODE"
+            },
+            "XDG_CONFIG_HOME": str(home / "config"),
+            "XDG_STATE_HOME": str(home / "state"),
+        }
+        searxng = FakeUpstream(fixture_bytes("searxng/wal-typed-and-legacy.json"))
+        config = write_config(home, searxng=searxng.url)
+        search = [SIFT, "search", "--local", "--config", str(config), "sqlite wal mode"]
+        subprocess.run(search, env=env, check=True, capture_output=True)  # fills the cache
+        subprocess.run([SIFT, "fetch", "--help"], env=env, check=True, capture_output=True)
+        searxng.close()
+        commands = {
+            "python -c pass": [sys.executable, "-c", "pass"],
+            "sift search --local (cache hit)": search,
+            "sift fetch --help": [SIFT, "fetch", "--help"],
+        }
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(RUNS):
+            for name, argv in commands.items():
+                times[name].append(timed(argv, env))
+    medians = {name: statistics.median(found) for name, found in times.items()}
+    bare = medians["python -c pass"]
+    print(f"start-up, median of {RUNS} alternating runs (same interpreter, same venv)")
+    for name, ms in medians.items():
+        ratio = ms / bare
+        verdict = (
+            ""
+            if name.startswith("python")
+            else (f"  (target <= 2.5x: {'meets' if ratio <= 2.5 else 'MISSES'})")
+        )
+        print(f"   {name:<34}{ms:>8.1f} ms {ratio:>6.2f}x{verdict}")
+
+
+if __name__ == "__main__":
+    main()
