@@ -527,7 +527,7 @@ _banner_lock = threading.Lock()
 _banner_shown = False
 
 
-def _announce_allow_private() -> None:
+def announce_allow_private() -> None:
     """Log the test-only switch's banner, once per process."""
     global _banner_shown
     with _banner_lock:
@@ -582,7 +582,7 @@ def open_upstream(
     if not parsed.raw_host:
         raise ValueError("an upstream URL must name a host")
     if public and allow_private:
-        _announce_allow_private()
+        announce_allow_private()
     pin = _Pin(
         _origin(parsed),
         public=public and not allow_private,

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 
 
 @dataclass(frozen=True)
@@ -74,6 +73,8 @@ def iso_date(value: object) -> str | None:
         when = datetime.fromisoformat(text)
     except ValueError:
         try:
+            from email.utils import parsedate_to_datetime  # rare: not paid at start-up
+
             when = parsedate_to_datetime(text)  # RFC 2822, as some news feeds give
         except (TypeError, ValueError, IndexError):
             return None

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -55,12 +56,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-import httpx
-
 from siftlib import fusion
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
 from siftlib.deadline import DeadlineClock
-from siftlib.dial import DNS_FAILED, REFUSED, LookupFailed, Upstream, UpstreamRefused, open_upstream
 from siftlib.errors import NoResultsError, StoreError
 from siftlib.health import Health
 from siftlib.hits import Hit
@@ -70,6 +68,9 @@ from siftlib.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsi
 from siftlib.store import Reservation, cache_key, open_configured_store
 
 if TYPE_CHECKING:
+    import httpx
+
+    from siftlib.dial import Upstream
     from siftlib.store import Store
 
 log = logging.getLogger("sift")
@@ -222,6 +223,9 @@ class Searcher:
         self._sources: dict[str, Source] = {}
         self._keys: dict[str, str | None] = {}
         self._upstreams: dict[str, Upstream] = {}
+        self._opening = threading.Lock()
+        self._allow_private = allow_private_upstreams
+        self._resolver = resolver
         self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="sift-source")
         self._secret_env_missing = secrets.file_missing and config.secret_env_configured
         for source in config.enabled_sources:
@@ -231,28 +235,55 @@ class Searcher:
             self._keys[source.name] = key
             if adapter.key_name and key is None:
                 log.warning("search.%s: missing key (%s)", source.name, adapter.key_name)
-                continue
-            self._upstreams[source.name] = open_upstream(
-                source.url,
-                public=source.must_be_public,
-                timeout=config.timeout,
-                allow_private=allow_private_upstreams,
-                resolver=resolver,
-            )
+        if allow_private_upstreams and any(s.must_be_public for s in config.enabled_sources):
+            from siftlib.dial import announce_allow_private
+
+            announce_allow_private()
 
     def close(self) -> None:
         """Close every upstream client and the worker pool."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-        for upstream in self._upstreams.values():
-            upstream.close()
+        with self._opening:
+            for upstream in self._upstreams.values():
+                upstream.close()
 
     def unavailable(self, name: str) -> str | None:
         """Say why a source cannot be called at all (disabled, missing key, DNS, refused)."""
         if name not in self._sources:
             return "disabled"
-        if name not in self._upstreams:
+        if self._missing_key(name):
             return "missing key"
-        return self._upstreams[name].problem
+        return self._upstream(name).problem
+
+    def _missing_key(self, name: str) -> bool:
+        return self._sources[name].key_name is not None and self._keys[name] is None
+
+    def _opened_problem(self, name: str) -> str | None:
+        """Return the problem of a source's client (dns failed, refused) if it is open yet.
+
+        A source's pinned client (and httpx with it) is opened on its first call, not before:
+        a search answered from the cache needs no HTTP client, and `sift search` pays for
+        its import only on a miss. A host that does not resolve is then that call's failure.
+        """
+        upstream = self._upstreams.get(name)
+        return upstream.problem if upstream is not None else None
+
+    def _upstream(self, name: str) -> Upstream:
+        """Return a source's pinned client, opening it on first use."""
+        with self._opening:
+            upstream = self._upstreams.get(name)
+            if upstream is None:
+                from siftlib.dial import open_upstream
+
+                source = self.config.source(name)
+                upstream = self._upstreams[name] = open_upstream(
+                    source.url,
+                    public=source.must_be_public,
+                    timeout=self.config.timeout,
+                    allow_private=self._allow_private,
+                    resolver=self._resolver,
+                )
+            return upstream
 
     def degraded(self) -> list[str]:
         """List what cannot serve now: `search.<name>: <why>` per source, then a store fault."""
@@ -423,7 +454,8 @@ class Searcher:
         for name, adapter in self._sources.items():
             if request.sources is not None and name not in request.sources:
                 continue
-            why = self.unavailable(name)
+            problem = self._opened_problem(name)
+            why = "missing key" if self._missing_key(name) else problem
             if why is None and adapter.query_too_long(query):
                 why = "query too long"
             reservation = None
@@ -437,7 +469,7 @@ class Searcher:
             warnings.append(f"{name}: {why}")
             skipped.append(name)
             self._note_failure(name, why)
-            if why in (DNS_FAILED, REFUSED):  # the upstream's own state, unlike a key or cap
+            if why == problem:  # the upstream's own state, unlike a key or cap
                 self.health.record(name, ok=False, ms=None)
         return plan, skipped
 
@@ -565,9 +597,13 @@ class Searcher:
 
     def _call(self, name: str, request: httpx.Request, deadline: float) -> SourceOutcome:
         """Send a source's request and map its answer; never raises."""
+        import httpx
+
+        from siftlib.dial import LookupFailed, UpstreamRefused
+
         adapter = self._sources[name]
-        upstream = self._upstreams[name]
         try:
+            upstream = self._upstream(name)
             remaining = max(0.001, deadline - self.deadline_clock.now())
             request.extensions["timeout"] = httpx.Timeout(remaining).as_dict()
             response = upstream.client.send(request, stream=True)

@@ -21,11 +21,12 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import httpx
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from siftlib.hits import Hit
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class BadResponse(Exception):

@@ -11,13 +11,14 @@ model-written string is never a snippet. Each 2xx call costs one credit. A URL's
 
 from __future__ import annotations
 
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from siftlib.canonical_url import canonical_url
 from siftlib.hits import Hit, iso_date
 from siftlib.sources.base import Answer, BadResponse, Source, is_url, load_object, text
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class BraveLLM(Source):
@@ -29,6 +30,8 @@ class BraveLLM(Source):
     max_query_words = 50
 
     def build_request(self, query: str, *, k: int, key: str | None, page: int = 1) -> httpx.Request:
+        import httpx
+
         return httpx.Request(
             "GET",
             self.url,

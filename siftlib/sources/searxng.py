@@ -26,9 +26,7 @@ was full (`PAGE_FULL` results or more: a short page is the last one) and at most
 
 from __future__ import annotations
 
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from siftlib.hits import Hit, iso_date
 from siftlib.sources.base import (
@@ -43,6 +41,9 @@ from siftlib.sources.base import (
     texts,
 )
 
+if TYPE_CHECKING:
+    import httpx
+
 PAGE_FULL = 10
 MAX_PAGES = 5
 
@@ -53,6 +54,8 @@ class SearXNG(Source):
     name = "searxng"
 
     def build_request(self, query: str, *, k: int, key: str | None, page: int = 1) -> httpx.Request:
+        import httpx
+
         return httpx.Request(
             "GET",
             self.url.rstrip("/") + "/search",

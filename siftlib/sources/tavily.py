@@ -17,8 +17,7 @@ without it counts one credit).
 from __future__ import annotations
 
 import math
-
-import httpx
+from typing import TYPE_CHECKING
 
 from siftlib.hits import Hit, iso_date
 from siftlib.sources.base import (
@@ -30,6 +29,9 @@ from siftlib.sources.base import (
     results_list,
     text,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 MAX_RESULTS = 20
 MAX_CREDITS = 100
@@ -50,6 +52,8 @@ def request_body(query: str, k: int) -> dict[str, object]:
 
 def agent_request(url: str, query: str, k: int, key: str | None) -> httpx.Request:
     """Return the request an agent's own Tavily tool sends for `query`."""
+    import httpx
+
     body = {
         "query": query,
         "max_results": min(k, MAX_RESULTS),
@@ -67,6 +71,8 @@ class Tavily(Source):
     max_query_chars = 400
 
     def build_request(self, query: str, *, k: int, key: str | None, page: int = 1) -> httpx.Request:
+        import httpx
+
         return httpx.Request(
             "POST",
             self.url,

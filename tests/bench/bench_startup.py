@@ -1,9 +1,10 @@
 """Benchmark the start-up of the commands agents run most, against a bare interpreter.
 
 Modules are byte-compiled first (a warm-up run of each command with PYTHONDONTWRITEBYTECODE
-unset), as they are in an installed sift. Side by side in one run, alternating, median of RUNS each: `python -c pass`, `sift search
---local` answering from a warm cache (the fake SearXNG is then stopped, so nothing but the
-cache can answer), and `sift fetch --help`. Target: each <= 2.5x the bare interpreter.
+unset), as they are in an installed sift. Side by side in one run, alternating, median of
+RUNS each: `python -c pass`, `sift search --local` answering from a warm cache (the fake
+SearXNG is then stopped, so nothing but the cache can answer), and `sift fetch --help`.
+Target: each <= 2.5x the bare interpreter.
 """
 
 from __future__ import annotations

@@ -1,0 +1,62 @@
+"""What the commands agents run most import: a cache hit needs no HTTP client."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from pytest_httpserver import HTTPServer
+
+TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
+PROBE = """
+import sys
+from siftlib.cli import main
+code = main(sys.argv[1:])
+heavy = ("httpx", "siftlib.dial", "siftlib.server")
+print("loaded:", ",".join(m for m in heavy if m in sys.modules))
+sys.exit(code)
+"""
+
+
+def search(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-c", PROBE, "search", "--local", "--config", str(config), *extra]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def write_config(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[server]\ndb = "{tmp_path / "server.db"}"\nsecret_env = "{tmp_path / "secret.env"}"\n'
+        f'[search.searxng]\nenabled = true\nurl = "{url}"\n'
+    )
+    (tmp_path / "secret.env").write_text("")
+    (tmp_path / "secret.env").chmod(0o600)
+    return path
+
+
+def test_a_cache_hit_imports_no_http_client_and_a_miss_does(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    httpserver.expect_request("/search").respond_with_data(
+        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
+        content_type="application/json",
+    )
+    config = write_config(tmp_path, httpserver.url_for("/").rstrip("/"))
+    miss = search(config, "sqlite wal mode")
+    assert miss.returncode == 0, miss.stderr
+    assert "loaded: httpx,siftlib.dial" in miss.stdout
+    hit = search(config, "sqlite wal mode")
+    assert hit.returncode == 0, hit.stderr
+    assert hit.stdout.endswith("loaded: \n")
+    assert hit.stdout.split("loaded:")[0] == miss.stdout.split("loaded:")[0]
+    assert len(httpserver.log) == 1
+
+
+def test_an_unresolvable_source_is_still_named_when_its_client_opens_late(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, "http://sift-test.invalid")
+    result = search(config, "sqlite wal mode", "--allow-private-upstreams")
+    assert result.returncode == 1
+    assert "searxng: dns failed" in result.stderr
