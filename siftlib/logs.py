@@ -77,6 +77,16 @@ class BatchedStderrHandler(logging.Handler):
         self._closed = False
         threading.Thread(target=self._run, name="sift-log", daemon=True).start()
 
+    def handle(self, record: logging.LogRecord) -> bool:
+        """Emit a record without the handler's lock: `emit` is thread-safe on its own."""
+        # The stdlib takes an RLock around every emit; 16 request threads formatting lines
+        # under it queue on that lock. A deque append needs none, and the formatter's one
+        # piece of state is swapped whole.
+        passed = bool(self.filter(record))
+        if passed:
+            self.emit(record)
+        return passed
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             self._lines.append(self.format(record) + "\n")
