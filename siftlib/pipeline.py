@@ -512,6 +512,8 @@ class Searcher:
         self.health.record(
             name, ok=outcome.failure is None, ms=outcome.ms if outcome.sent else None
         )
+        if outcome.sent and outcome.ms is not None:
+            self.metrics.observe("search_source_seconds", outcome.ms / 1000, source=name)
         if outcome.failure is not None:
             self._note_failure(name, outcome.failure)
 

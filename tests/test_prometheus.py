@@ -130,6 +130,8 @@ def test_a_scraper_reads_every_counter_and_the_latency_histograms(gw: Gateway) -
     ]
     assert parsed["sift_search_cache_hit"][0].value == 1
     assert parsed["sift_search_cache_miss"][0].value == 1
+    sources = {s.labels.get("source") for s in parsed["sift_search_source_seconds"]}
+    assert sources == {"searxng"}
     count = {s.name: s.value for s in parsed["sift_search_cache_hit_seconds"]}
     assert count["sift_search_cache_hit_seconds_count"] == 1
     json_reply = call(gw.url, "GET", "/metrics", token=TOKEN)
