@@ -130,6 +130,7 @@ class SourceOutcome:
 
     A usable answer may still be partial: `unresponsive` names the upstream's engines that
     did not answer, `lost_page` says which later page failed and how (`(2, "timeout")`).
+    `ms` is the wall-clock time the source took, for its health record.
     """
 
     name: str
@@ -148,7 +149,8 @@ class SourceOutcome:
         """Return why a usable answer is incomplete, one reason a warning."""
         reasons = [f"{len(self.unresponsive)} engines unresponsive"] if self.unresponsive else []
         if self.lost_page is not None:
-            reasons.append("page {} {}".format(*self.lost_page))
+            page, kind = self.lost_page
+            reasons.append(f"page {page} {kind}")
         return reasons
 
     def and_page(self, page: SourceOutcome) -> SourceOutcome:
