@@ -263,6 +263,8 @@ def test_a_broken_envelope_is_invalid_params(peer: Peer, meta: dict[str, Any]) -
     ("line", "code"),
     [
         (b"this is not json", -32700),
+        (b"[" * 30_000, -32700),
+        (b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": ' + b"[" * 30_000, -32700),
         (b'{"jsonrpc": "2.0", "id": 1, "method": "ping"', -32700),
         (b"\xff\xfe garbage", -32700),
         (b"[1, 2]", -32600),

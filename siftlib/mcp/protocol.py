@@ -193,6 +193,9 @@ class Server:
         except ValueError:  # UnicodeDecodeError included
             self._error(None, PARSE_ERROR, "Parse error: the line is not JSON in UTF-8")
             return
+        except RecursionError:  # `[[[…` under the line cap: too deep for the decoder
+            self._error(None, PARSE_ERROR, "Parse error: the message is nested too deeply")
+            return
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
             self._error(_valid_id(message), INVALID_REQUEST, "Invalid Request: not JSON-RPC 2.0")
             return
