@@ -329,7 +329,7 @@ class TestFailures:
         result, baseline = session.search(catalog)
         assert result is baseline
         assert clock.waited_until == 100.0 + 0.3  # the deadline: timeout_ms after the start
-        assert fake.connections_closed.wait(2.0)
+        assert fake.connections_closed.wait(30.0)  # a bound, not a timing: returns once set
         assert session.recorder.last.reason is Reason.TIMEOUT
         assert len(fake.requests) == 1
 
@@ -342,7 +342,7 @@ class TestFailures:
         result, baseline = session.search(catalog)
         assert result is baseline
         assert clock.waited_until == 100.0 + 0.3
-        assert fake.connections_closed.wait(2.0)
+        assert fake.connections_closed.wait(30.0)  # a bound, not a timing: returns once set
         assert session.recorder.last.reason is Reason.TIMEOUT
 
     def test_cancellation_aborts_the_request(self, fake: FakeSystemOne, catalog: Catalog) -> None:
@@ -354,7 +354,7 @@ class TestFailures:
         result, baseline = session.search(catalog, cancel=cancel)
         assert result is baseline
         assert time.monotonic() - started < 5.0  # far below the 10 s deadline
-        assert fake.connections_closed.wait(2.0)
+        assert fake.connections_closed.wait(30.0)  # a bound, not a timing: returns once set
         assert session.recorder.last.reason is Reason.CANCELLED
         assert len(fake.requests) == 1
 
@@ -379,7 +379,7 @@ class TestFailures:
         threading.Thread(target=close_once_sent).start()
         result, baseline = session.search(catalog)
         assert result is baseline
-        assert fake.connections_closed.wait(2.0)
+        assert fake.connections_closed.wait(30.0)  # a bound, not a timing: returns once set
         assert session.recorder.last.decision is Decision.FAILURE
         # After close, nothing more is sent.
         session.search(catalog)
