@@ -95,6 +95,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -495,12 +496,28 @@ def _prepare(db: sqlite3.Connection) -> None:
     """Check the schema version, switch to WAL, migrate, and prove the file writable."""
     # The version comes first: a file from a newer sift must not be touched, not even its mode.
     version = _known_version(db)
-    db.execute("PRAGMA journal_mode = WAL")
+    _switch_to_wal(db)
     db.execute("PRAGMA synchronous = NORMAL")
     if version != len(_MIGRATIONS):
         _migrate(db)
     # A file opened read-only accepts reads and even BEGIN; only a write tells.
     db.execute("DELETE FROM search WHERE 0")
+
+
+def _switch_to_wal(db: sqlite3.Connection) -> None:
+    """Set WAL mode, waiting up to the busy timeout for another connection doing the same."""
+    # Two connections switching a fresh file together: SQLite refuses one with SQLITE_BUSY at
+    # once, skipping the busy handler (it holds a shared lock, so waiting could deadlock), and
+    # that process started with "the database is locked". Its lock is gone by the next try.
+    give_up = time.monotonic() + BUSY_TIMEOUT
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY or time.monotonic() > give_up:
+                raise
+        time.sleep(0.005)
 
 
 def _migrate(db: sqlite3.Connection) -> None:
