@@ -51,7 +51,9 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, Any]:
 
 def opt_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeSystemOne) -> Path:
     config = tmp_path / "config.toml"
-    config.write_text("[skill_search.reranking]\nenabled = true\n")
+    # The longest timeout allowed: the first search's deadline also covers importing and
+    # setting up the HTTP client, which a loaded machine can stretch past the 1 s default.
+    config.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 10000\n")
     monkeypatch.setenv("TYPESAFE_API_KEY", "ts-eval-key")
     monkeypatch.setenv("TYPESAFE_BASE_URL", fake.url)
     return config

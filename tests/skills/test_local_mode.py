@@ -267,9 +267,12 @@ def test_opted_in_reranking_takes_precedence_and_keyword_forces_the_baseline(
     no_network: list[object],
 ) -> None:
     monkeypatch.setenv("TYPESAFE_API_KEY", SECRET)
+    # The longest timeout: a deadline passed while a loaded machine sets up the client would
+    # end the search before its one (refused) connection attempt.
     config = write_config(
         tmp_path / "config.toml",
-        '[skill_search]\nmode = "local"\n[skill_search.reranking]\nenabled = true\n',
+        '[skill_search]\nmode = "local"\n[skill_search.reranking]\nenabled = true\n'
+        "timeout_ms = 10000\n",
     )
     argv = ["excel workbook", "--config", str(config), "--skills-dir", str(catalog_dir)]
     # Reranked (the provider is refused here, so the keyword fallback comes back).

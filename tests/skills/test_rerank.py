@@ -38,6 +38,12 @@ SKILLS = {
 }
 QUERY = "combine pdf documents"
 EXAMPLE = {"pdf-merge": 0.60, "csv-clean": 0.25, "pdf-forms": 0.10}  # none: 0.05
+# Bounds on waits for the fake to see an event: generous, as a loaded 2-core CI machine can
+# stall a thread for seconds; a wait ends as soon as its event happens.
+WAIT_LIMIT = 30.0
+# The longest timeout allowed, for the tests not about the deadline: it also covers setting up
+# the HTTP client on the first search, which a loaded machine can stretch past the 1 s default.
+PATIENT_MS = 10_000
 
 
 class Clock:
@@ -85,7 +91,7 @@ class Session:
         self.fake = fake
         self.clock = Clock()
         self.recorder = Recorder()
-        settings.setdefault("timeout_ms", 5000)  # generous unless a test is about the deadline
+        settings.setdefault("timeout_ms", PATIENT_MS)
         self.settings = RerankSettings(enabled=True, **settings)
         self.reranker = SystemOneReranker(
             self.settings,
@@ -135,7 +141,7 @@ def session(fake: FakeSystemOne) -> Iterator[Session]:
 
 def wait_for_request(fake: FakeSystemOne) -> None:
     """Wait (boundedly) until the fake has received a request."""
-    give_up = time.monotonic() + 5.0
+    give_up = time.monotonic() + WAIT_LIMIT
     while not fake.requests:
         assert time.monotonic() < give_up, "the provider was never called"
         time.sleep(0.01)
@@ -329,7 +335,7 @@ class TestFailures:
         result, baseline = session.search(catalog)
         assert result is baseline
         assert clock.waited_until == 100.0 + 0.3  # the deadline: timeout_ms after the start
-        assert fake.connections_closed.wait(30.0)  # a bound, not a timing: returns once set
+        assert fake.connections_closed.wait(WAIT_LIMIT)
         assert session.recorder.last.reason is Reason.TIMEOUT
         assert len(fake.requests) == 1
 
@@ -342,19 +348,24 @@ class TestFailures:
         result, baseline = session.search(catalog)
         assert result is baseline
         assert clock.waited_until == 100.0 + 0.3
-        assert fake.connections_closed.wait(30.0)  # a bound, not a timing: returns once set
+        assert fake.connections_closed.wait(WAIT_LIMIT)
         assert session.recorder.last.reason is Reason.TIMEOUT
 
     def test_cancellation_aborts_the_request(self, fake: FakeSystemOne, catalog: Catalog) -> None:
         session = Session(fake, timeout_ms=10000)
         fake.handler = lambda body: "hang"
         cancel = threading.Event()
-        threading.Timer(0.2, cancel.set).start()
+
+        def cancel_once_sent() -> None:  # a request at the provider, however slow the machine
+            wait_for_request(fake)
+            cancel.set()
+
+        threading.Thread(target=cancel_once_sent).start()
         started = time.monotonic()
         result, baseline = session.search(catalog, cancel=cancel)
         assert result is baseline
         assert time.monotonic() - started < 5.0  # far below the 10 s deadline
-        assert fake.connections_closed.wait(30.0)  # a bound, not a timing: returns once set
+        assert fake.connections_closed.wait(WAIT_LIMIT)
         assert session.recorder.last.reason is Reason.CANCELLED
         assert len(fake.requests) == 1
 
@@ -379,7 +390,7 @@ class TestFailures:
         threading.Thread(target=close_once_sent).start()
         result, baseline = session.search(catalog)
         assert result is baseline
-        assert fake.connections_closed.wait(30.0)  # a bound, not a timing: returns once set
+        assert fake.connections_closed.wait(WAIT_LIMIT)
         assert session.recorder.last.decision is Decision.FAILURE
         # After close, nothing more is sent.
         session.search(catalog)
@@ -587,7 +598,11 @@ class TestCache:
         assert len(fake.requests) == 1
         for reranker in (
             SystemOneReranker(first.settings, "another-key", base_url=fake.url),
-            SystemOneReranker(RerankSettings(enabled=True, min_margin=0.2), KEY, base_url=fake.url),
+            SystemOneReranker(
+                RerankSettings(enabled=True, min_margin=0.2, timeout_ms=PATIENT_MS),
+                KEY,
+                base_url=fake.url,
+            ),
         ):
             reranker.search(catalog, QUERY, 5, keyword_search(catalog, QUERY, 5))
         assert len(fake.requests) == 3
@@ -686,7 +701,10 @@ class TestObservers:
 
         fake.handler = ranked(EXAMPLE, 0.05)
         reranker = SystemOneReranker(
-            RerankSettings(enabled=True), KEY, base_url=fake.url, observers=[broken]
+            RerankSettings(enabled=True, timeout_ms=PATIENT_MS),
+            KEY,
+            base_url=fake.url,
+            observers=[broken],
         )
         result = reranker.search(catalog, QUERY, 5, keyword_search(catalog, QUERY, 5))
         assert names(result) == ["pdf-merge", "csv-clean", "pdf-forms"]
@@ -696,7 +714,7 @@ class TestObservers:
     ) -> None:
         monkeypatch.setenv("TYPESAFE_BASE_URL", fake.url)
         fake.handler = ranked(EXAMPLE, 0.05)
-        reranker = SystemOneReranker(RerankSettings(enabled=True), KEY)
+        reranker = SystemOneReranker(RerankSettings(enabled=True, timeout_ms=PATIENT_MS), KEY)
         result = reranker.search(catalog, QUERY, 5, keyword_search(catalog, QUERY, 5))
         assert result.total == 3 and len(fake.requests) == 1
 
@@ -739,7 +757,8 @@ class TestCommandWiring:
         monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
         monkeypatch.setenv("TYPESAFE_BASE_URL", fake.url)
         fake.handler = ranked(EXAMPLE, 0.05)
-        out = self.run(capsys, tmp_path, "[skill_search.reranking]\nenabled = true\n")
+        config = f"[skill_search.reranking]\nenabled = true\ntimeout_ms = {PATIENT_MS}\n"
+        out = self.run(capsys, tmp_path, config)
         assert [m["name"] for m in out["details"]["matches"]] == list(EXAMPLE)
         assert out["details"]["total"] == 3
         assert len(fake.requests) == 1 and fake.requests[0].format_error is None
@@ -794,7 +813,7 @@ class TestCommandWiring:
                 wait_for_request(fake)
                 feed.write(b'{"op": "reload"}\n')
                 feed.flush()
-                assert fake.connections_closed.wait(5.0)
+                assert fake.connections_closed.wait(WAIT_LIMIT)
             runner.join(10)
             assert not runner.is_alive()
         assert time.monotonic() - started < 5.0  # far below the 10 s deadline

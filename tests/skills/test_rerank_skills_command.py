@@ -285,7 +285,9 @@ def test_consent_without_provider_returns_keyword_result(
     no_network: list[object],
 ) -> None:
     monkeypatch.setenv("TYPESAFE_API_KEY", SECRET)
-    path = config("[skill_search.reranking]\nenabled = true\n")
+    # The longest timeout: a deadline passed while a loaded machine sets up the client would
+    # end the search before its one (refused) connection attempt.
+    path = config("[skill_search.reranking]\nenabled = true\ntimeout_ms = 10000\n")
     code, out, err = run(
         capsys,
         "and",
