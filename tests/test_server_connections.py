@@ -56,6 +56,16 @@ def held_connections(gw: Gateway, count: int) -> None:
     wait_until(lambda: gw.server._connections == count, f"{count} connections held")
 
 
+def idle_keep_alive(gw: Gateway, count: int) -> None:
+    """Wait until `count` answered connections are idle, waiting for their next request."""
+
+    def idle() -> int:
+        handlers = list(gw.server._handlers)  # one step under the GIL: handler threads add to it
+        return sum(h.served > 0 and h.idle_since is not None for h in handlers)
+
+    wait_until(lambda: idle() == count, f"{count} idle keep-alive connections")
+
+
 def test_a_connection_that_sends_nothing_is_cut_at_the_first_byte_timeout(
     tmp_path: Path, searxng: FakeUpstream
 ) -> None:
@@ -95,8 +105,11 @@ def test_idle_keep_alive_connections_are_evicted_before_silent_ones(
     with gateway(tmp_path, searxng=searxng.url, **options) as gw, ExitStack() as stack:
         silent = stack.enter_context(connect(gw))  # the oldest, but never sent a byte
         kept = [stack.enter_context(connect(gw)) for _ in range(2)]
-        for sock in kept:
+        for waiting, sock in enumerate(kept, 1):
             assert answered(sock) == 200  # now idle between keep-alive requests
+            # The answer reaches us before its handler marks itself idle: wait for that, so
+            # kept[0] is idle first however the machine schedules the two handler threads.
+            idle_keep_alive(gw, waiting)
         held_connections(gw, 3)
         assert call(gw.url, "GET", "/healthz").status == 200
         assert closed_by_gateway(kept[0])
