@@ -262,7 +262,12 @@ def test_processes_opening_a_fresh_file_together_migrate_once(db_path: Path) -> 
         thread.start()
     for thread in threads:
         thread.join()
+    # A store that met another's migration lock says so until its next operation succeeds.
+    for s in opened:
+        s.sweep(now=NOW)
     assert [s.problem for s in opened] == [None] * 6
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(store_module._MIGRATIONS)
     for s in opened:
         s.close()
 
