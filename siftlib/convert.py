@@ -405,6 +405,9 @@ def _extracted(tree: Any, base: str) -> Any:
         include_formatting=True,
         include_links=True,
         with_metadata=False,
+        # Not "python": that format also renders the body as plain text (a quarter of a
+        # conversion), and only the body is used here.
+        output_format="xml",
     )
     body = getattr(found, "body", None)
     if body is None or not _squash(body.xpath("string()")):
