@@ -3,8 +3,10 @@
 Sets: the fixture catalog (`testdata/skills/eval/`, 62 skills) and the real 119-skill catalog
 (`../shared/realdata/skills`, with the queries of `testdata/skills/realcatalog/`; left out,
 with the reason, when the shared data is absent). Each has a development half (`dev.jsonl`,
-tuned on) and a held-out half (`heldout.jsonl`, phrased from the user's side with no word of
-the expected skill's name or description, never tuned on).
+tuned on) and two held-out sets, never tuned on: `heldout.jsonl`, the no-shared-word stress
+set (phrased from the user's side with no word of the expected skill's name or description),
+and `heldout_mixed.jsonl`, in the issue's mix (direct requests, paraphrases, near-misses and
+a quarter no-fit), written by another engineer blind to the scorer.
 
 Figures per half:
 - keyword and local mode (spec §10): selection (the expected skill first, over queries that
@@ -83,12 +85,12 @@ def main() -> None:
     else:
         print(f"real catalog: left out, {REAL} is absent\n")
     print(
-        f"{'set':<27}{'queries':>8}{'keyword sel':>12}{'no-match':>9}{'local sel':>10}"
+        f"{'set':<31}{'queries':>8}{'keyword sel':>12}{'no-match':>9}{'local sel':>10}"
         f"{'no-match':>9}{'shortlist':>10}{'kw order':>9}"
     )
     sweeps = []
     for label, (catalog, folder) in catalogs.items():
-        for half in ("dev", "heldout"):
+        for half in ("dev", "heldout", "heldout_mixed"):
             fixtures = load_fixtures(folder / f"{half}.jsonl", catalog)
             modes = {
                 mode: evaluate(mode, catalog, {half: fixtures}, limit=5)[half]
@@ -97,7 +99,7 @@ def main() -> None:
             shortlist, keyword_order = recall(catalog, fixtures)
             keyword, local = modes["keyword"], modes["local"]
             print(
-                f"{label + ' ' + half:<27}{len(fixtures):>8}"
+                f"{label + ' ' + half:<31}{len(fixtures):>8}"
                 f"{keyword.selection_accuracy or 0:>12.2f}{keyword.no_match_accuracy or 0:>9.2f}"
                 f"{local.selection_accuracy or 0:>10.2f}{local.no_match_accuracy or 0:>9.2f}"
                 f"{shortlist:>10.2f}{keyword_order:>9.2f}"
@@ -105,9 +107,9 @@ def main() -> None:
             if half == "dev":
                 sweeps.append((label, [local_at(catalog, fixtures, t) for t in THRESHOLDS]))
     print(f"\nlocal mode on the development halves by threshold (in use: {MIN_COVERAGE}):")
-    print(f"{'threshold':<27}" + "".join(f"{t:>11.2f}" for t in THRESHOLDS))
+    print(f"{'threshold':<31}" + "".join(f"{t:>11.2f}" for t in THRESHOLDS))
     for label, row in sweeps:
-        print(f"{label + ' sel/no-match':<27}" + "".join(f"{s:>6.2f}/{n:.2f}" for s, n in row))
+        print(f"{label + ' sel/no-match':<31}" + "".join(f"{s:>6.2f}/{n:.2f}" for s, n in row))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 SETS = REPO / "testdata" / "skills"
 FIXTURES = SETS / "eval" / "dev.jsonl"
 HELD_OUT = SETS / "eval" / "heldout.jsonl"
+MIXED = SETS / "eval" / "heldout_mixed.jsonl"
+REAL_MIXED = SETS / "realcatalog" / "heldout_mixed.jsonl"
 CATALOG = FIXTURES.parent / "catalog"
 REAL_CATALOG = REPO.parent / "shared" / "realdata" / "skills" / "catalog.json"
 
@@ -358,11 +361,12 @@ class TestHalves:
     def test_a_folder_reports_each_half_and_both(self, capsys: pytest.CaptureFixture[str]) -> None:
         code, report = run_json(capsys, "--fixtures", str(CATALOG.parent))
         assert code == 0
-        assert list(report["sets"]) == ["dev", "heldout"]
-        dev, held_out = report["sets"]["dev"], report["sets"]["heldout"]
-        assert (dev["queries"], held_out["queries"], report["queries"]) == (150, 60, 210)
+        assert list(report["sets"]) == ["dev", "heldout", "heldout_mixed"]
+        sets = report["sets"]
+        assert [half["queries"] for half in sets.values()] == [150, 60, 64]
+        assert report["queries"] == 274
         catalog = load_catalog([CATALOG])
-        for name, path in (("dev", FIXTURES), ("heldout", HELD_OUT)):
+        for name, path in (("dev", FIXTURES), ("heldout", HELD_OUT), ("heldout_mixed", MIXED)):
             hits = declined = 0
             for fixture in load_fixtures(path, catalog):
                 result = local_search(catalog, fixture.query, 5)
@@ -375,23 +379,47 @@ class TestHalves:
         for mode in ("keyword", "local"):
             both = report["modes"][mode]
             assert both["selection"] == [
-                dev["modes"][mode]["selection"][i] + held_out["modes"][mode]["selection"][i]
-                for i in range(2)
+                sum(half["modes"][mode]["selection"][i] for half in sets.values()) for i in range(2)
             ]
         # No word in common: the keyword baseline finds none of the held-out skills first.
-        assert held_out["modes"]["keyword"]["selection"] == [0, 48]
+        assert sets["heldout"]["modes"]["keyword"]["selection"] == [0, 48]
 
     def test_text_report_of_a_folder(self, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["rerank-skills", "eval", "--fixtures", str(CATALOG.parent)]) == 0
         out = capsys.readouterr().out
         assert "heldout: 60 labelled queries (48 expect a skill, 12 expect none)" in out
-        assert "all sets: 210 labelled queries (148 expect a skill, 62 expect none)" in out
+        assert "heldout_mixed: 64 labelled queries (48 expect a skill, 16 expect none)" in out
+        assert "all sets: 274 labelled queries (196 expect a skill, 78 expect none)" in out
 
     def test_a_folder_without_fixtures_is_a_tool_error(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
         code, report = run_json(capsys, "--fixtures", str(tmp_path))
         assert code == 2 and "no *.jsonl fixtures files" in report["error"]
+
+
+class TestMixedHalves:
+    """The held-out sets in the issue's mix, one quarter of each kind, written blind to the scorer.
+
+    Lines run in groups of four: a direct request, a paraphrase with no content word of its
+    skill, a near-miss that has a fitting skill, and a query no skill fits.
+    """
+
+    @pytest.mark.parametrize(("path", "least"), [(MIXED, 60), (REAL_MIXED, 120)])
+    def test_the_mix_and_its_spread(self, path: Path, least: int, tmp_path: Path) -> None:
+        folder = CATALOG if path == MIXED else real_catalog(tmp_path)
+        catalog = load_catalog([folder])  # disabled skills are left out, so never expected
+        mixed = load_fixtures(path, catalog)
+        assert len(mixed) >= least and len(mixed) % 4 == 0
+        assert [f.expect is None for f in mixed] == [n % 4 == 3 for n in range(len(mixed))]
+        expected = Counter(f.expect for f in mixed if f.expect is not None)
+        assert max(expected.values()) <= 3 and len(expected) >= len(mixed) // 3
+        others = {
+            f.query.lower()
+            for half in ("dev", "heldout")
+            for f in load_fixtures(path.parent / f"{half}.jsonl", catalog)
+        }
+        assert len({f.query.lower() for f in mixed} | others) == len(mixed) + len(others)
 
 
 class TestRealCatalog:
@@ -404,7 +432,7 @@ class TestRealCatalog:
         )
         assert code == 0
         assert report["skills"] == 115  # 119 entries, one shadowed name, three disabled
-        assert list(report["sets"]) == ["dev", "heldout"]
+        assert list(report["sets"]) == ["dev", "heldout", "heldout_mixed"]
         assert report["queries"] >= 100
         assert 0.2 <= report["expect_none"] / report["queries"] <= 0.3
         for half in report["sets"].values():

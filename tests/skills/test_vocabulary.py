@@ -50,6 +50,15 @@ EARLIER = {
     "acrobat", "container", "containers", "crashes", "keynote", "lint", "picture", "roadmap",
     "xls", "randomized", "round", "trip", "quickcheck",
 }  # fmt: skip
+# Terms the vocabulary held (main at 5a9dfc8) before the mixed held-out sets were written,
+# blind to it, with these words: they came first, so the sets could not have taught them.
+BEFORE_MIXED = {
+    "announcement", "batch", "billing", "brainstorm", "charge", "courteous", "crash",
+    "critique", "dedupe", "dump", "finish", "generic", "grade", "headless", "helper", "ideas",
+    "lemma", "matches", "modernize", "money", "morning", "nightly", "outside", "prints",
+    "proof", "reason", "recording", "sample", "stamp", "standup", "survey", "tdd", "trend",
+    "watermark",
+}  # fmt: skip
 
 
 def words_of(*paths: Path) -> set[str]:
@@ -62,8 +71,11 @@ def words_of(*paths: Path) -> set[str]:
 
 def test_no_term_comes_only_from_a_held_out_query(realdata: Path) -> None:
     # A held-out word may be a term only when a development query or a catalog uses it too:
-    # the vocabulary grows from the development halves, never from the held-out ones.
-    held_out = words_of(*SETS.glob("*/heldout.jsonl"))
+    # the vocabulary grows from the development halves, never from the held-out ones (the
+    # no-shared-word stress sets `heldout.jsonl` and the mixed sets `heldout_mixed.jsonl`).
+    held_out_files = sorted(SETS.glob("*/heldout*.jsonl"))
+    assert len(held_out_files) == 4, "both catalogs have a stress set and a mixed set"
+    held_out = words_of(*held_out_files)
     seen = words_of(*SETS.glob("*/dev.jsonl"))
     for skill_file in (SETS / "eval" / "catalog").glob("*/SKILL.md"):
         seen |= set(WORD.findall(skill_file.read_text(encoding="utf-8").lower()))
@@ -72,4 +84,4 @@ def test_no_term_comes_only_from_a_held_out_query(realdata: Path) -> None:
     for entry in json.loads(real.read_text(encoding="utf-8")):
         seen |= set(WORD.findall(f"{entry['name']} {entry['description']}".lower()))
     terms = {term for concept in concepts().values() for term in concept}
-    assert sorted(terms & held_out - seen - EARLIER) == []
+    assert sorted(terms & held_out - seen - EARLIER - BEFORE_MIXED) == []
