@@ -21,12 +21,18 @@ Steps for HTML:
    (measured on testdata/fetch: it scores above our own heuristic, see README "Reading
    pages"); when it finds nothing, `_own_main` keeps the largest `<article>`/`<main>`,
    else the body, without navigation, headers, footers, sidebars, cookie banners, share bars
-   and comment threads (class and id patterns);
+   and comment threads (class and id patterns). trafilatura's XML tree is renamed to HTML
+   tags in place and rendered as is (not serialised and parsed again); where it trimmed the
+   space at the edge of a link or emphasis ("von<ref>Douglas</ref>"), the space is put back
+   when the page's own text has it there;
 5. render (`_Renderer`): headings, paragraphs, lists (nested), links with absolute URLs,
    emphasis, inline code, fenced code blocks with their language (from `language-*`,
    `lang-*`, `highlight-*` classes or `data-lang`, recovered by the block's text when the
    extractor dropped the class), block quotes, pipe tables (a table holding block content
    is layout and rendered as blocks), images as `![alt](url)` in full-page mode only.
+   Spaces at the edges of a link's text go outside the brackets; soft hyphens, zero-width
+   spaces, word joiners and BOMs are dropped and letters composed (NFC): invisible to a
+   reader, they split words for any tool that reads the text.
 
 Other types: `text/markdown` and `text/plain` pass through; `application/json` becomes a
 fenced `json` block (text: as is). `html` format is the cleaned HTML of the same part of the
@@ -41,6 +47,7 @@ import functools
 import html
 import itertools
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -57,6 +64,9 @@ _LATIN1_LABELS = frozenset(("iso-8859-1", "iso8859-1", "latin1", "latin-1", "us-
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")
 _BR = "\ue000"  # a line break inside a paragraph, kept through whitespace folding
 _BREAK = re.compile(f" ?{_BR} ?")
+# Invisible marks that split a word for a reader's tools but show nothing: soft hyphen,
+# zero-width space, word joiner, BOM (ZWJ/ZWNJ stay: scripts and emoji need them).
+_INVISIBLE = re.compile("[\u00ad\u200b\u2060\ufeff]")
 _LANGUAGE = re.compile(r"(?:^|\s)(?:language|lang|highlight|brush)[-:]\s*([A-Za-z0-9_+#.-]+)")
 _DROPPED = (
     "script",
@@ -160,6 +170,14 @@ _LAYOUT_TABLE = (
     ".//table|.//ul|.//ol|.//h1|.//h2|.//h3|.//pre|.//blockquote|.//td[string-length() > 400]"
 )
 _ANCHOR_MARKS = frozenset(("¶", "#", "§", "🔗"))
+_STRING = lxml.etree.XPath("string()", smart_strings=False)
+_LAST_WORD = re.compile(r"\w+\Z")
+_FIRST_WORD = re.compile(r"\w+")
+
+
+def _text(element: Any) -> str:
+    """Return an element's text: lxml.html's `text_content()`, for lxml.etree elements too."""
+    return str(_STRING(element))
 
 
 @dataclass
@@ -254,7 +272,7 @@ def convert_html(
     document = Document(title, description, language, links=_links(tree, base))
     if not document.title:
         heading = tree.find(".//h1")
-        document.title = _squash(heading.text_content()) if heading is not None else ""
+        document.title = _squash(_text(heading)) if heading is not None else ""
     converted = {"raw_html": text, "links": "\n".join(document.links)}
     if set(formats) - set(converted):
         _clean(tree)
@@ -265,7 +283,8 @@ def convert_html(
         if main_content:
             extracted = _extracted(tree, base)
             part = extracted if extracted is not None else _own_main(part)
-        converted["html"] = lxml.html.tostring(part, encoding="unicode", method="html")
+        if "html" in formats:
+            converted["html"] = lxml.etree.tostring(part, encoding="unicode", method="html")
         for name in ("markdown", "text"):
             if name in formats:
                 renderer = _Renderer(
@@ -305,7 +324,7 @@ def _metadata(tree: Any) -> tuple[str, str, str]:
     def meta(*names: str) -> str:
         return next((metas[name] for name in names if name in metas), "")
 
-    title = next((_squash(t.text_content()) for t in tree.iter("title")), "") or meta("og:title")
+    title = next((_squash(_text(t)) for t in tree.iter("title")), "") or meta("og:title")
     language = (tree.get("lang") or tree.get("xml:lang") or "").strip()
     language = language or meta("content-language") or meta("og:locale").replace("_", "-")
     return title, meta("description", "og:description", "twitter:description"), language
@@ -359,7 +378,7 @@ def _clean(tree: Any) -> None:
             image.drop_tree()
     for anchor in tree.xpath("//a"):
         # Heading permalinks (Sphinx's ¶, GitHub's #): a mark, not content.
-        if anchor.text_content().strip() in _ANCHOR_MARKS:
+        if _text(anchor).strip() in _ANCHOR_MARKS:
             anchor.drop_tree()
     for form in tree.xpath("//form"):
         # Some sites wrap the whole page in one <form> (ASP.NET): keep a form with an article.
@@ -373,7 +392,7 @@ def _code_languages(tree: Any) -> dict[str, str]:
     for pre in tree.iter("pre"):
         language = _language_of(pre)
         if language:
-            found[_code_key(pre.text_content())] = language
+            found[_code_key(_text(pre))] = language
     return found
 
 
@@ -412,7 +431,7 @@ def _extracted(tree: Any, base: str) -> Any:
     body = getattr(found, "body", None)
     if body is None or not _squash(body.xpath("string()")):
         return None
-    return _as_html(body, base)
+    return _as_html(body, base, _SourceText(tree))
 
 
 @functools.cache
@@ -439,13 +458,46 @@ def _only_code(element: Any) -> bool:
     )
 
 
-def _as_html(body: Any, base: str) -> Any:
+class _SourceText:
+    """The page's text, whitespace folded, made once when first asked for."""
+
+    def __init__(self, tree: Any) -> None:
+        self.tree, self.text = tree, ""
+
+    def spaced(self, before: str, after: str) -> bool:
+        """Tell whether the page has a space where the extraction joins `before` to `after`."""
+        if not (before[-1:].isalnum() and after[:1].isalnum()):
+            return False
+        left = _LAST_WORD.search(before[-80:])
+        right = _FIRST_WORD.match(after)
+        if left is None or right is None:
+            return False
+        if not self.text:
+            self.text = " ".join(_text(self.tree).split())
+        return f"{left[0]}{right[0]}" not in self.text and f"{left[0]} {right[0]}" in self.text
+
+
+def _respace(element: Any, source: _SourceText) -> None:
+    """Restore a space trafilatura trimmed at an inline element's edge ("von<ref>Douglas")."""
+    inner, tail = _text(element), element.tail or ""
+    previous, parent = element.getprevious(), element.getparent()
+    if previous is not None and source.spaced(previous.tail or "", inner):
+        previous.tail += " "
+    elif previous is None and source.spaced(parent.text or "", inner):
+        parent.text += " "
+    if source.spaced(inner, tail):
+        element.tail = " " + tail
+
+
+def _as_html(body: Any, base: str, source: _SourceText) -> Any:
     """Rename trafilatura's XML vocabulary (`head`, `list`, `ref`, `hi`, …) to HTML, in place.
 
     Its own HTML output turns inline code into `<pre>`; its tree still tells them apart.
     """
     for element in body.iter():
         tag, rend = element.tag, element.attrib.pop("rend", "")
+        if tag in ("ref", "hi"):
+            _respace(element, source)
         if tag == "head":
             element.tag = rend if rend in _HEADINGS else "h2"
         elif tag == "list":
@@ -465,14 +517,14 @@ def _as_html(body: Any, base: str) -> Any:
             element.tag = _XML_TAGS[tag]
         if tag == "cell" and element.attrib.pop("role", "") == "head":
             element.tag = "th"
-    return lxml.html.fromstring(lxml.etree.tostring(body, encoding="unicode"))
+    return body
 
 
 def _own_main(part: Any) -> Any:
     """Return the page's main content by structure: the largest article, else the body."""
     candidates = part.xpath(".//article|.//main|.//*[@role='main']|.//*[@itemprop='articleBody']")
     if candidates:
-        part = max(candidates, key=lambda c: len(c.text_content()))
+        part = max(candidates, key=lambda c: len(_text(c)))
     for element in part.xpath(".//*"):
         if element.getparent() is None:
             continue  # inside something already dropped
@@ -499,7 +551,9 @@ class _Renderer:
     def render(self, element: Any) -> str:
         """Return the element's content as markdown (or text)."""
         text = "\n\n".join(block for block in self._blocks(element) if block.strip())
-        return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
+        text = _INVISIBLE.sub("", re.sub(r"\n{3,}", "\n\n", text))
+        # Composed (NFC) letters: a decomposed "u" + diaeresis is two pieces to a word splitter.
+        return unicodedata.normalize("NFC", text).strip() + "\n"
 
     def _blocks(self, element: Any) -> list[str]:
         blocks: list[str] = []
@@ -558,7 +612,7 @@ class _Renderer:
         if tag == "img":
             return self._image(element)
         if tag in ("code", "kbd", "samp", "tt"):
-            code = _WHITESPACE.sub(" ", element.text_content())
+            code = _WHITESPACE.sub(" ", _text(element))
             if self.plain or not code.strip():
                 return code
             tick = "``" if "`" in code else "`"
@@ -566,15 +620,16 @@ class _Renderer:
         inner = self._inline_children(element)
         if self.plain or not inner.strip():
             return inner
+        # Spaces at the edges stay outside the markup: `[Platz ](u)angesiedelt` glues words.
+        lead = inner[: len(inner) - len(inner.lstrip())]
+        trail = inner[len(inner.rstrip()) :]
         if tag == "a":
             target = _absolute(element.get("href"), self.base)
             text = _squash(inner).replace("\n", " ")
-            return f"[{text}]({target})" if target and text else inner
+            return f"{lead}[{text}]({target}){trail}" if target and text else inner
         marker = {"strong": "**", "b": "**", "em": "*", "i": "*", "del": "~~", "s": "~~"}.get(tag)
         if marker is None:
             return inner
-        lead = inner[: len(inner) - len(inner.lstrip())]
-        trail = inner[len(inner.rstrip()) :]
         return f"{lead}{marker}{inner.strip()}{marker}{trail}"
 
     def _image(self, element: Any) -> str:
@@ -587,7 +642,7 @@ class _Renderer:
     def _code(self, element: Any) -> str:
         for br in element.iter("br"):
             br.tail = "\n" + (br.tail or "")
-        text = str(element.text_content()).strip("\n")
+        text = _text(element).strip("\n")
         if self.plain:
             return text
         language = _language_of(element) or self.languages.get(_code_key(text), "")
@@ -602,9 +657,7 @@ class _Renderer:
                 continue
             marker = f"{number}. " if ordered else "- "
             number += 1
-            body = (
-                "\n".join(self._blocks(item)) if item.tag == "li" else _squash(item.text_content())
-            )
+            body = "\n".join(self._blocks(item)) if item.tag == "li" else _squash(_text(item))
             if not body.strip():
                 continue
             indent = " " * len(marker)
@@ -637,5 +690,5 @@ class _Renderer:
         lines = [f"| {' | '.join(grid[0])} |", "|" + "---|" * width]
         lines += [f"| {' | '.join(row)} |" for row in grid[1:]]
         caption = element.find("caption")
-        head = [_squash(caption.text_content())] if caption is not None else []
+        head = [_squash(_text(caption))] if caption is not None else []
         return head + ["\n".join(lines)]

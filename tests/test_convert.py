@@ -36,6 +36,7 @@ def test_every_labelled_page_has_its_expected_text() -> None:
         "forum-thread",
         "cookie-banner-blog",
         "non-utf8-page",
+        "hyphenated-travel-blog",
     }
 
 
@@ -112,6 +113,38 @@ def test_forum_thread_keeps_every_post_and_the_code_language() -> None:
     for words in ("Is this normal", "Some process probably", "That was it."):
         assert words in content
     assert "```sql\nPRAGMA wal_checkpoint(TRUNCATE);\n```" in content
+
+
+@pytest.mark.parametrize("format", ["markdown", "text"])
+def test_words_stay_whole_without_invisible_marks_or_decomposed_letters(format: str) -> None:
+    content = html(page("hyphenated-travel-blog"), format=format).content
+    assert not {"\u00ad", "\u200b", "\u2060", "\ufeff"} & set(content)
+    for word in ("Bodenseeradweg", "Naturschutzgebiet", "Fischbrötchen", "Regencape"):
+        assert word in content
+    assert "Die Fähre über den See" in content  # composed (NFC), as the page shows it
+    assert "Fa\u0308hre" not in content
+
+
+def test_spaces_at_the_edges_of_links_and_emphasis_are_kept() -> None:
+    content = html(page("hyphenated-travel-blog")).content
+    # The page's link text ends in a space: it goes after the link, not inside it.
+    assert "[Naturschutzgebiet](https://naturschutz.example.org/rheindelta) vorbei" in content
+    # trafilatura trims these two spaces away; the page's own text says they are there.
+    assert "die Bäckerei von [Kurt Meier](https://baeckerei.example.ch/) in" in content
+    assert "**Unser Fazit** nach drei Tagen" in content
+
+
+def test_no_space_is_added_inside_a_word_the_page_writes_whole() -> None:
+    words = "Ein Satz mit genug Wörtern, damit der Absatz als Inhalt zählt und bleibt. " * 5
+    body = (
+        f"<article><h1>Liste</h1><p>{words}</p>"
+        '<ul><li><strong>Typen</strong><br><br>Zwei <a href="/d">dict</a>s und '
+        "drei <b>H</b>äuser.</li><li>Noch ein Punkt.</li></ul>"
+        f"<p>{words}</p></article>"
+    )
+    content = html(body).content
+    assert "[dict](https://news.example/d)s" in content
+    assert "**H**äuser" in content
 
 
 def test_a_windows_1252_page_declared_in_http_equiv_is_decoded() -> None:
