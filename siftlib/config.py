@@ -19,8 +19,6 @@ key. `Secrets` never shows a value in its repr.
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import importlib.util
 import logging
 import math
@@ -28,10 +26,9 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from siftlib import __version__
@@ -57,6 +54,16 @@ def _user_state_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_state_dir("sift"))
+
+
+def default_db() -> Path:
+    """Return where the store file goes when `server.db` does not say: the user state dir."""
+    return _user_state_dir() / "cache.db"
+
+
+def default_secret_env() -> Path:
+    """Return where `secret.env` is when `server.secret_env` does not say: the user config dir."""
+    return _user_config_dir() / "secret.env"
 
 
 def locate_config(explicit: str | None = None) -> tuple[Path, str | None]:
@@ -112,8 +119,7 @@ def parse_size(text: str) -> int:
     return int(match.group(1)) * _SIZE_UNITS[match.group(2)]
 
 
-@dataclass(frozen=True)
-class SourceConfig:
+class SourceConfig(NamedTuple):
     """One upstream search source."""
 
     name: str
@@ -128,8 +134,7 @@ class SourceConfig:
         return self.name != "searxng"
 
 
-@dataclass(frozen=True)
-class FetchConfig:
+class FetchConfig(NamedTuple):
     """The `[fetch]` table: how `sift fetch`, `/v1/fetch` and `/v2/scrape` read a page."""
 
     enabled: bool = True
@@ -142,14 +147,13 @@ class FetchConfig:
     per_host: int = 4
 
 
-@dataclass(frozen=True)
-class Config:
+class Config(NamedTuple):
     """The server config, as every command sees it."""
 
     path: Path
+    db: Path
+    secret_env: Path
     listen: str = "127.0.0.1:8787"
-    db: Path = field(default_factory=lambda: _user_state_dir() / "cache.db")
-    secret_env: Path = field(default_factory=lambda: _user_config_dir() / "secret.env")
     permit_restricted: tuple[str, ...] = ()
     store: str = "sqlite"
     store_prefix: str = "sift:"
@@ -162,15 +166,14 @@ class Config:
     sources: tuple[SourceConfig, ...] = ()
     # True when the file sets server.secret_env: then a missing secret.env is worth a warning.
     secret_env_configured: bool = False
-    fetch: FetchConfig = field(default_factory=FetchConfig)
+    fetch: FetchConfig = FetchConfig()
 
     def source(self, name: str) -> SourceConfig:
         """Return the config of the source called `name`."""
-        return self._by_name[name]
-
-    @functools.cached_property
-    def _by_name(self) -> dict[str, SourceConfig]:
-        return {s.name: s for s in self.sources}
+        for source in self.sources:
+            if source.name == name:
+                return source
+        raise KeyError(name)
 
     @property
     def store_kind(self) -> str:
@@ -288,6 +291,12 @@ class _Table:
             raise self.error(key, "needs the optional extra sift[redis]: pip install 'sift[redis]'")
         return value
 
+    def location(self, key: str, default: Callable[[], Path]) -> Path:
+        """Return a path setting; `default()` is asked only when the key is absent."""
+        if key not in self.data:
+            return default()  # platformdirs is imported only for a default it gives
+        return Path(self.get(key, str, "")).expanduser()
+
     def share(self, key: str, default: float) -> float:
         value = self.data.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
@@ -353,16 +362,16 @@ def load_config(explicit: str | None = None) -> Config:
             )
         )
 
-    base = Config(path=path)
+    base = Config._field_defaults
     return Config(
         path=path,
-        listen=server.get("listen", str, base.listen),
-        db=Path(server.get("db", str, str(base.db))).expanduser(),
-        secret_env=Path(server.get("secret_env", str, str(base.secret_env))).expanduser(),
+        listen=server.get("listen", str, base["listen"]),
+        db=server.location("db", default_db),
+        secret_env=server.location("secret_env", default_secret_env),
         permit_restricted=tuple(name.lower() for name in restricted),
-        store=server.store("store", base.store),
-        store_prefix=server.get("store_prefix", str, base.store_prefix),
-        store_fallback_share=server.share("store_fallback_share", base.store_fallback_share),
+        store=server.store("store", base["store"]),
+        store_prefix=server.get("store_prefix", str, base["store_prefix"]),
+        store_fallback_share=server.share("store_fallback_share", base["store_fallback_share"]),
         k=search.integer("k", 8, 1, MAX_K),
         timeout=search.duration("timeout", "8s"),
         rerank=search.get("rerank", bool, True),
@@ -375,7 +384,7 @@ def load_config(explicit: str | None = None) -> Config:
 
 
 def _fetch_config(table: _Table) -> FetchConfig:
-    table.check_keys({f.name for f in dataclasses.fields(FetchConfig)})
+    table.check_keys(set(FetchConfig._fields))
     timeout = table.duration("timeout", "20s")
     if timeout > 60:
         raise table.error("timeout", "must be at most 60s")
@@ -402,8 +411,7 @@ def _fetch_config(table: _Table) -> FetchConfig:
     )
 
 
-@dataclass(frozen=True)
-class ClientConfig:
+class ClientConfig(NamedTuple):
     """Where `sift search` sends its query when it runs as a client."""
 
     url: str

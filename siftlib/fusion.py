@@ -26,7 +26,6 @@ order, and iterated in the fixed source order.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 
 from siftlib.canonical_url import canonical_url
 from siftlib.hits import Hit
@@ -34,28 +33,28 @@ from siftlib.hits import Hit
 RRF_K = 60
 
 
-@dataclass
 class _Merged:
     """A page while merging: its first hit, what later sightings add, its rank per source."""
 
-    hit: Hit
-    order: int
-    source_index: int
-    ranks: list[int] = field(default_factory=list)
-    engines: list[int] = field(default_factory=list)
+    __slots__ = ("hit", "order", "source_index", "ranks", "engines")
+
+    def __init__(self, hit: Hit, order: int, source_index: int) -> None:
+        self.hit, self.order, self.source_index = hit, order, source_index
+        self.ranks: list[int] = []  # per source that has the page, in source order
+        self.engines: list[int] = []
 
     def result(self) -> Hit:
         """Return the merged hit, its engine count kept only when it says something."""
         vouched = len(self.engines) > 1 or any(self.engines)
-        return replace(self.hit, engines=sum(max(n, 1) for n in self.engines) if vouched else 0)
+        return self.hit._replace(engines=sum(max(n, 1) for n in self.engines) if vouched else 0)
 
 
 def _seen_again(first: Hit, later: Hit) -> Hit:
     """Fold a later sighting of a page into its first: longer snippet, a missing date."""
     if len(later.snippet) > len(first.snippet):
-        first = replace(first, snippet=later.snippet)
+        first = first._replace(snippet=later.snippet)
     if first.published is None and later.published is not None:
-        first = replace(first, published=later.published)
+        first = first._replace(published=later.published)
     return first
 
 
@@ -68,7 +67,7 @@ def distinct(hits: Sequence[Hit]) -> dict[str, Hit]:
         if first is None:
             out[key] = hit
         else:
-            out[key] = replace(_seen_again(first, hit), engines=max(first.engines, hit.engines))
+            out[key] = _seen_again(first, hit)._replace(engines=max(first.engines, hit.engines))
     return out
 
 
@@ -78,11 +77,11 @@ def _collect(by_source: Mapping[str, Sequence[Hit]], order: Sequence[str]) -> li
         for rank, (key, hit) in enumerate(distinct(by_source.get(name, ())).items(), 1):
             page = merged.get(key)
             if page is None:
-                merged[key] = _Merged(hit, len(merged), source_index, [rank], [hit.engines])
-                continue
+                page = merged[key] = _Merged(hit, len(merged), source_index)
+            else:
+                page.hit = _seen_again(page.hit, hit)
             page.ranks.append(rank)
             page.engines.append(hit.engines)
-            page.hit = _seen_again(page.hit, hit)
     return list(merged.values())
 
 
@@ -96,7 +95,7 @@ def fuse(
         prefix = None
     pages = _collect(by_source, order)
     for page in pages:
-        page.hit = replace(page.hit, score=sum(1 / (RRF_K + rank) for rank in page.ranks))
+        page.hit = page.hit._replace(score=sum(1 / (RRF_K + rank) for rank in page.ranks))
 
     def rank_key(page: _Merged) -> tuple[int, int, float, int, int, int]:
         if prefix is not None and page.source_index == 0:

@@ -30,14 +30,13 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from dataclasses import dataclass
+from typing import NamedTuple
 
 WINDOW = 20
 FAILING_AFTER = 3
 
 
-@dataclass(frozen=True)
-class _Outcome:
+class _Outcome(NamedTuple):
     """One source's part in one search: whether it answered, and how long it took if sent."""
 
     ok: bool

@@ -13,16 +13,19 @@ Two facts ride along where an upstream gives them, so agents can weigh a hit:
 
 Both appear as extra keys of a native result and of a `/v2/search` hit (names the Firecrawl
 SDK does not take for a scraped document, search.md §3.2) and only when known.
+
+`Hit` is a `NamedTuple`, not a dataclass: `sift search` answering from the cache builds
+hits, and a frozen dataclass costs a few milliseconds to define (and `dataclasses` more to
+import) where an agent pays for every process start (`tests/bench/bench_startup.py`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
     """One search result: where it points, what it says, and who found it."""
 
     url: str

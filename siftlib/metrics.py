@@ -20,7 +20,6 @@ import threading
 from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
 
 RESTRICTED_TOTAL = "caller=restricted"
 
@@ -32,17 +31,22 @@ BUCKETS: dict[str, tuple[float, ...]] = {
 }
 
 
-@dataclass
 class Histogram:
     """One labelled series of a histogram: per-bucket counts (not cumulative), sum, count."""
 
-    bounds: tuple[float, ...]
-    counts: list[int] = field(default_factory=list)
-    sum: float = 0.0
-    count: int = 0
+    __slots__ = ("bounds", "counts", "sum", "count")
 
-    def __post_init__(self) -> None:
-        self.counts = self.counts or [0] * (len(self.bounds) + 1)  # the last is +Inf
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)  # the last is +Inf
+        self.sum = 0.0
+        self.count = 0
+
+    def copy(self) -> Histogram:
+        """Return a copy that later observations leave alone."""
+        copy = Histogram(self.bounds)
+        copy.counts, copy.sum, copy.count = list(self.counts), self.sum, self.count
+        return copy
 
     def cumulative(self) -> list[tuple[float, int]]:
         """Return `(upper bound, observations at or below it)`, ending with +Inf."""
@@ -84,10 +88,7 @@ class Metrics:
         """Return a copy of every histogram, keyed by name and then by labels."""
         with self._lock:
             return {
-                name: {
-                    key: Histogram(h.bounds, list(h.counts), h.sum, h.count)
-                    for key, h in sorted(series.items())
-                }
+                name: {key: histogram.copy() for key, histogram in sorted(series.items())}
                 for name, series in sorted(self._histograms.items())
             }
 

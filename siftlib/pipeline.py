@@ -50,11 +50,10 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from siftlib import fusion
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
@@ -81,8 +80,7 @@ _CHUNK = 64 * 1024
 _WORKERS = 64
 
 
-@dataclass(frozen=True)
-class SearchRequest:
+class SearchRequest(NamedTuple):
     """One search, as a caller asks for it."""
 
     query: str
@@ -94,8 +92,7 @@ class SearchRequest:
     sources: tuple[str, ...] | None = None
 
 
-@dataclass
-class SearchResponse:
+class SearchResponse(NamedTuple):
     """The outcome of one search: fused hits plus what went wrong on the way."""
 
     results: list[Hit]
@@ -105,7 +102,7 @@ class SearchResponse:
     search_ms: int
     rerank_ms: int
     cached: bool
-    credits: dict[str, int] = field(default_factory=dict)
+    credits: Mapping[str, int] = {}  # never mutated: each search passes its own
     notes: QueryNotes = QueryNotes()
 
     def to_native(self) -> dict[str, object]:
@@ -124,8 +121,7 @@ class SearchResponse:
         }
 
 
-@dataclass(frozen=True)
-class SourceOutcome:
+class SourceOutcome(NamedTuple):
     """What one source came to: hits, or the warning kind that replaced them.
 
     A usable answer may still be partial: `unresponsive` names the upstream's engines that
@@ -134,7 +130,7 @@ class SourceOutcome:
     """
 
     name: str
-    hits: list[Hit] = field(default_factory=list)
+    hits: tuple[Hit, ...] = ()
     credits: int = 0
     failure: str | None = None
     sent: bool = True
@@ -155,8 +151,7 @@ class SourceOutcome:
 
     def and_page(self, page: SourceOutcome) -> SourceOutcome:
         """Return this outcome with a later page's hits, credits, engines and notes added."""
-        return replace(
-            self,
+        return self._replace(
             hits=self.hits + page.hits,
             credits=self.credits + page.credits,
             calls=self.calls + page.calls,
@@ -396,7 +391,7 @@ class Searcher:
             raise NoResultsError("no search results: no source could be called", warnings)
 
         outcomes = self._fan_out(planned, query, k, started)
-        by_source: dict[str, list[Hit]] = {}
+        by_source: dict[str, Sequence[Hit]] = {}
         failed = list(skipped)
         complete = True
         notes = QueryNotes()
@@ -434,9 +429,9 @@ class Searcher:
         response = self._finish(
             request, query, hits, warnings, ok, failed, started, rerank_ms, cached=False
         )
-        response.credits = {o.name: o.credits for o in outcomes if o.credits}
-        response.notes = notes
-        return response
+        return response._replace(
+            credits={o.name: o.credits for o in outcomes if o.credits}, notes=notes
+        )
 
     def _merge_mode(self, rerank: bool, planned: Sequence[str]) -> str:
         if not rerank:
@@ -540,7 +535,7 @@ class Searcher:
                 done, outcome = latest
                 lost = (done + 1, "timeout")
                 outcomes.append(
-                    replace(outcome, calls=outcome.calls + 1, lost_page=lost, ms=waited)
+                    outcome._replace(calls=outcome.calls + 1, lost_page=lost, ms=waited)
                 )
             else:
                 outcomes.append(SourceOutcome(name, failure="timeout", ms=waited))
@@ -552,7 +547,7 @@ class Searcher:
         """Run one source's part of a search on a worker thread, with its latency."""
         started = self.deadline_clock.now()
         outcome = self._pages(name, query, k, deadline, pages)
-        return replace(outcome, ms=(self.deadline_clock.now() - started) * 1000)
+        return outcome._replace(ms=(self.deadline_clock.now() - started) * 1000)
 
     def _pages(
         self, name: str, query: str, k: int, deadline: float, pages: _Pages
@@ -568,7 +563,7 @@ class Searcher:
             more = self._call(name, self._request(name, query, k, page=page), deadline)
             if more.failure is not None:
                 calls = outcome.calls + int(more.sent)
-                return replace(outcome, calls=calls, lost_page=(page, more.failure))
+                return outcome._replace(calls=calls, lost_page=(page, more.failure))
             outcome = outcome.and_page(more)
             got, before = len(more.hits), have
             have = len(fusion.distinct(outcome.hits))
@@ -595,7 +590,7 @@ class Searcher:
             return SourceOutcome(name, failure="daily cap", sent=False)
         started = self.deadline_clock.now()
         outcome = self._call(name, build(self._keys.get(name)), deadline)
-        outcome = replace(outcome, ms=(self.deadline_clock.now() - started) * 1000)
+        outcome = outcome._replace(ms=(self.deadline_clock.now() - started) * 1000)
         self._account(caller, outcome, reservation, day)
         return outcome
 
@@ -643,7 +638,7 @@ class Searcher:
             return SourceOutcome(name, failure="bad response")
         return SourceOutcome(
             name,
-            hits=answer.hits,
+            hits=tuple(answer.hits),
             credits=answer.credits,
             unresponsive=answer.unresponsive,
             notes=answer.notes,

@@ -98,7 +98,6 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
 
@@ -146,8 +145,7 @@ class Cached(NamedTuple):
     expires: float
 
 
-@dataclass(frozen=True, slots=True)
-class Reservation:
+class Reservation(NamedTuple):
     """Credits held against a paid source's daily cap, and the ledger that holds them.
 
     `ledger` is `"shared"` for the backend every process sees (the SQLite file, a Redis

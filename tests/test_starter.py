@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import stat
 import tomllib
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -21,8 +21,7 @@ def test_the_starter_config_loads_to_exactly_the_defaults(tmp_path: Path) -> Non
     )
     loaded = load_config(str(config_path))
     (tmp_path / "empty.toml").write_text("")
-    expected = replace(
-        load_config(str(tmp_path / "empty.toml")),
+    expected = load_config(str(tmp_path / "empty.toml"))._replace(
         path=config_path,
         db=tmp_path / "cache.db",
         secret_env=secret_path,

@@ -34,4 +34,4 @@ def search_direct(searcher: Searcher, query: str, *, k: int) -> DirectAnswer:
     build = functools.partial(tavily.agent_request, searcher.config.source(NAME).url, query, k)
     outcome = searcher.call(NAME, build, caller="bakeoff")
     warnings = [f"{NAME}: {outcome.failure}"] if outcome.failure else []
-    return DirectAnswer(hits=outcome.hits[:k], credits=outcome.credits, warnings=warnings)
+    return DirectAnswer(hits=list(outcome.hits[:k]), credits=outcome.credits, warnings=warnings)

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the starter files; return the exit code."""
-    from siftlib.config import Config, locate_config
+    from siftlib.config import default_db, locate_config
     from siftlib.errors import ConfigError
     from siftlib.starter import write_starter
 
@@ -34,8 +34,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     config_path = Path(args.dir) / "config.toml" if args.dir else locate_config(args.config)[0]
     try:
-        default_db = Config(path=config_path).db
-        config_path, secret_path = write_starter(config_path=config_path, db=default_db)
+        config_path, secret_path = write_starter(config_path=config_path, db=default_db())
     except ConfigError as exc:
         print(f"sift init: {exc}", file=sys.stderr)
         return 2

@@ -20,8 +20,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from siftlib.hits import Hit
 
@@ -37,8 +36,7 @@ class Unresponsive(Exception):
     """The upstream answered with no hits because every engine behind it failed."""
 
 
-@dataclass(frozen=True)
-class QueryNotes:
+class QueryNotes(NamedTuple):
     """What an upstream says about the query besides hits: answers, suggestions, corrections."""
 
     answers: tuple[str, ...] = ()
@@ -66,8 +64,7 @@ class QueryNotes:
         }
 
 
-@dataclass(frozen=True)
-class Answer:
+class Answer(NamedTuple):
     """What one upstream call yielded: hits in the source's own order, and what came with them.
 
     `unresponsive` names the upstream's own engines that failed to answer (an answer with
