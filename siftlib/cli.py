@@ -8,6 +8,15 @@ Two rules hold for every command, so they live here: a config file named by `--c
 `$SIFT_CONFIG` must exist (only the default path may be missing), and under `--json` every
 failure, a usage error included, prints `{"error": "…"}` on stdout as well as the sentence
 on stderr.
+
+Start-up is measured (`tests/bench/bench_startup.py`): an agent pays it on every command it
+shells out to. `sift search` answering from the cache imports what the hit needs (the config
+with `tomllib`, the store with `sqlite3`, `hashlib` and `json`, argparse) and nothing else,
+and `tests/test_startup.py` holds it to that. Hence, across the modules a hit loads: records
+are `NamedTuple`s, not dataclasses (defining a frozen dataclass costs a millisecond or two,
+importing `dataclasses` ten); loggers are `siftlib.lazylog.LazyLogger`s, which import
+`logging` only for a record that can be shown; httpx, the dialer and the worker pool start
+with the first source call.
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ key. `Secrets` never shows a value in its repr.
 from __future__ import annotations
 
 import importlib.util
-import logging
 import math
 import os
 import re
@@ -33,11 +32,13 @@ from urllib.parse import urlsplit
 
 from siftlib import __version__
 from siftlib.errors import ConfigError
+from siftlib.lazylog import LazyLogger
 from siftlib.query import MAX_K
 
 SOURCE_ORDER = ("searxng", "brave_llm", "tavily")
 PAID_SOURCES = ("brave_llm", "tavily")
 STORE_SCHEMES = ("redis", "rediss", "valkey")
+log = LazyLogger("sift")
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)$")
 _SIZE = re.compile(r"^(\d+)(B|KiB|MiB|GiB)$")
 _SIZE_UNITS = {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
@@ -512,7 +513,6 @@ def load_secrets(
     Warns (on the `sift` logger) when an `expected` file is missing, and when the file is
     open to group or others, with the `chmod` that fixes it.
     """
-    log = logging.getLogger("sift")
     try:
         with path.open(encoding="utf-8") as f:
             mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)

@@ -15,8 +15,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Collection
-from concurrent.futures import Future, wait
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 
 class DeadlineClock:
@@ -28,6 +30,8 @@ class DeadlineClock:
 
     def wait(self, futures: Collection[Future[Any]], *, until: float) -> None:
         """Wait until every future is done or the clock reaches `until`."""
+        from concurrent.futures import wait  # a cache hit waits on nothing and never imports it
+
         wait(futures, timeout=max(0.0, until - self.now()))
 
     def wait_event(self, event: threading.Event, *, until: float) -> bool:

@@ -70,7 +70,6 @@ from __future__ import annotations
 
 import contextvars
 import ipaddress
-import logging
 import socket
 import ssl
 import threading
@@ -85,6 +84,8 @@ import httpcore
 import httpx
 from httpcore._backends.sync import SyncStream
 
+from siftlib.lazylog import LazyLogger
+
 __all__ = [
     "LookupFailed",
     "RedirectRefused",
@@ -96,7 +97,7 @@ __all__ = [
     "open_upstream",
 ]
 
-log = logging.getLogger("sift")
+log = LazyLogger("sift")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]

@@ -47,11 +47,9 @@ Decisions the spec leaves open:
 from __future__ import annotations
 
 import functools
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -61,19 +59,22 @@ from siftlib.deadline import DeadlineClock
 from siftlib.errors import NoResultsError, StoreError
 from siftlib.health import Health
 from siftlib.hits import Hit
+from siftlib.lazylog import LazyLogger
 from siftlib.metrics import Metrics
 from siftlib.query import check_k, normalise_query
 from siftlib.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
 from siftlib.store import Reservation, cache_key, open_configured_store
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
     import httpx
 
     from siftlib.dial import Upstream
     from siftlib.store import Store
 
-log = logging.getLogger("sift")
-source_log = logging.getLogger("sift.source")  # a failed source, for the operator's log
+log = LazyLogger("sift")
+source_log = LazyLogger("sift.source")  # a failed source, for the operator's log
 
 MAX_BODY_BYTES = 2 * 1024 * 1024
 _CHUNK = 64 * 1024
@@ -223,7 +224,7 @@ class Searcher:
         self._opening = threading.Lock()
         self._allow_private = allow_private_upstreams
         self._resolver = resolver
-        self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="sift-source")
+        self._pool: ThreadPoolExecutor | None = None  # started by the first search that calls
         self._secret_env_missing = secrets.file_missing and config.secret_env_configured
         for source in config.enabled_sources:
             adapter = SOURCES[source.name](source.url)
@@ -239,8 +240,9 @@ class Searcher:
 
     def close(self) -> None:
         """Close every upstream client and the worker pool."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
         with self._opening:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
             for upstream in self._upstreams.values():
                 upstream.close()
 
@@ -281,6 +283,19 @@ class Searcher:
                     resolver=self._resolver,
                 )
             return upstream
+
+    def _workers(self) -> ThreadPoolExecutor:
+        """Return the pool the sources are called on, starting it on first use.
+
+        A search answered from the cache calls no source: `sift search` then imports no
+        `concurrent.futures` and starts no pool.
+        """
+        with self._opening:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="sift-source")
+            return self._pool
 
     def degraded(self) -> list[str]:
         """List what cannot serve now: `search.<name>: <why>` per source, then a store fault."""
@@ -521,7 +536,7 @@ class Searcher:
         deadline = started + self.config.timeout
         pages = {name: _Pages() for name in planned}
         futures: dict[str, Future[SourceOutcome]] = {
-            name: self._pool.submit(self._timed, name, query, k, deadline, pages[name])
+            name: self._workers().submit(self._timed, name, query, k, deadline, pages[name])
             for name in planned
         }
         sent_at = self.deadline_clock.now()

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import threading
 import time
 from collections import defaultdict
@@ -74,9 +73,10 @@ from redis.retry import Retry
 from siftlib.config import SOURCE_ORDER
 from siftlib.errors import StoreError
 from siftlib.hits import Hit
+from siftlib.lazylog import LazyLogger
 from siftlib.store import Cached, Reservation, decode_hits, encode_hits, expiry
 
-log = logging.getLogger("sift")
+log = LazyLogger("sift")
 
 T = TypeVar("T")
 

@@ -91,7 +91,6 @@ import contextlib
 import functools
 import hashlib
 import json
-import logging
 import os
 import sqlite3
 import threading
@@ -103,11 +102,12 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
 
 from siftlib.errors import StoreError
 from siftlib.hits import Hit
+from siftlib.lazylog import LazyLogger
 
 if TYPE_CHECKING:
     from siftlib.config import Config, Secrets
 
-log = logging.getLogger("sift")
+log = LazyLogger("sift")
 
 T = TypeVar("T")
 

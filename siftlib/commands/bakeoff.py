@@ -100,15 +100,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import logging
-
     from siftlib.bakeoff.run import read_query_set, run_bakeoff, runnable_configs
     from siftlib.config import load_config
     from siftlib.errors import BakeoffError, QueryError
+    from siftlib.lazylog import configure_cli
     from siftlib.pipeline import open_searcher
     from siftlib.query import MAX_K, check_k
 
-    logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
+    configure_cli()
     config = load_config(args.config)
     k = config.k if args.k is None else args.k
     try:

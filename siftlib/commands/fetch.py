@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
@@ -47,7 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Fetch one page and print it; return the exit code."""
-    logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
+    from siftlib.lazylog import configure_cli
+
+    configure_cli()
     from siftlib.config import load_client_config
 
     if args.max_chars is not None and args.max_chars < 1:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 from typing import Any
 
@@ -42,8 +41,9 @@ def add_where_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run one search and print it; return the exit code."""
-    logging.basicConfig(level=logging.WARNING, format="sift: %(message)s")
-    logging.getLogger("sift.source").setLevel(logging.ERROR)  # its warnings are printed below
+    from siftlib.lazylog import configure_cli_later
+
+    configure_cli_later("sift.source")  # that logger's warnings are printed below
     from siftlib.config import load_client_config
 
     query = " ".join(args.query)
