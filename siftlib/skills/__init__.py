@@ -3,7 +3,8 @@
 catalog     discover skill folders and parse their frontmatter (bodies are never read)
 keyword     the keyword baseline, the result every search falls back to
 vocabulary  reviewed synonym concepts (concepts.txt) for the relevance scorer
-relevance   the local scorer: stems, BM25F over names and descriptions, query coverage
+meaning     static word-piece embeddings (wordpieces.bin): cosines by meaning, no model
+relevance   the local scorer: BM25F over stems and synonyms, fused with the embeddings
 local       local ranking mode (§10): the relevance ranking, or "no skill fits"
 mode        which mode a search ranks in: its own, the project's or global config's
 consent     the `[skill_search.reranking]` opt-in, validated strictly

@@ -13,8 +13,8 @@ Figures per half:
   expect one) and no-match (no skill, over queries that expect none);
 - shortlist recall: the expected skill is among the candidates reranking would send (default
   settings, 32 candidates), and the same for keyword order alone;
-- on the development halves only, local mode at other thresholds: how `MIN_COVERAGE` was
-  chosen (the lowest value declining at least 75 % of no-fit queries on both).
+- on the development halves only, local mode at other thresholds: how `MIN_CONFIDENCE` was
+  chosen (the lowest value declining at least 70 % of no-fit queries on both).
 Targets (the issue's, on a held-back set): shortlist recall >= 0.90, local selection >= 0.75,
 local no-match >= 0.60.
 """
@@ -32,13 +32,13 @@ from siftlib.skills.catalog import Catalog, Skill  # noqa: E402
 from siftlib.skills.consent import RerankSettings  # noqa: E402
 from siftlib.skills.eval import Fixture, evaluate, load_catalog, load_fixtures  # noqa: E402
 from siftlib.skills.keyword import keyword_scores  # noqa: E402
-from siftlib.skills.local import MIN_COVERAGE, local_search  # noqa: E402
+from siftlib.skills.local import MIN_CONFIDENCE, local_search  # noqa: E402
 from siftlib.skills.shortlist import OutboundRequest, build_request  # noqa: E402
 
 SETS = REPO / "testdata" / "skills"
 REAL = REPO.parent / "shared" / "realdata" / "skills" / "catalog.json"
 SETTINGS = RerankSettings(enabled=True)
-THRESHOLDS = (0.25, 0.30, 0.35, 0.40, 0.45, 0.50)
+THRESHOLDS = (0.40, 0.45, 0.50, 0.55, 0.60, 0.65)
 
 
 def real_catalog() -> Catalog:
@@ -69,7 +69,7 @@ def recall(catalog: Catalog, fixtures: list[Fixture]) -> tuple[float, float]:
 def local_at(catalog: Catalog, fixtures: list[Fixture], threshold: float) -> tuple[float, float]:
     chosen = declined = expecting = 0
     for fixture in fixtures:
-        result = local_search(catalog, fixture.query, 5, min_coverage=threshold)
+        result = local_search(catalog, fixture.query, 5, min_confidence=threshold)
         if fixture.expect is None:
             declined += not result.matches
         else:
@@ -106,7 +106,7 @@ def main() -> None:
             )
             if half == "dev":
                 sweeps.append((label, [local_at(catalog, fixtures, t) for t in THRESHOLDS]))
-    print(f"\nlocal mode on the development halves by threshold (in use: {MIN_COVERAGE}):")
+    print(f"\nlocal mode on the development halves by threshold (in use: {MIN_CONFIDENCE}):")
     print(f"{'threshold':<31}" + "".join(f"{t:>11.2f}" for t in THRESHOLDS))
     for label, row in sweeps:
         print(f"{label + ' sel/no-match':<31}" + "".join(f"{s:>6.2f}/{n:.2f}" for s, n in row))

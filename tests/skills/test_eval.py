@@ -95,8 +95,8 @@ class TestFixtureSet:
         catalog = load_catalog([CATALOG])
         fixtures = load_fixtures(FIXTURES, catalog)
         assert len(catalog.skills) == 62  # 63 folders, one with disable-model-invocation
-        assert len(fixtures) == 150
-        assert sum(f.expect is None for f in fixtures) == 50
+        assert len(fixtures) == 194
+        assert sum(f.expect is None for f in fixtures) == 60
         assert {f.expect for f in fixtures} - {None} == {s.name for s in catalog.skills}
         assert catalog.diagnostics == ()
 
@@ -113,11 +113,11 @@ class TestFixtureSet:
             else:
                 hits += bool(result.matches) and result.matches[0].name == item["expect"]
         keyword = report["modes"]["keyword"]
-        assert keyword["selection"] == [hits, 100]
-        assert keyword["no_match"] == [misses, 50]
-        assert keyword["selection_accuracy"] == hits / 100
+        assert keyword["selection"] == [hits, 134]
+        assert keyword["no_match"] == [misses, 60]
+        assert keyword["selection_accuracy"] == hits / 134
         # The baseline any reranker must beat (see `make bench`).
-        assert (hits, misses) == (48, 0)
+        assert (hits, misses) == (52, 0)
         assert keyword["requests"] == keyword["input_tokens"] == 0
         assert 0 <= keyword["p50_ms"] <= keyword["p90_ms"]
         assert set(report["modes"]) == {"keyword", "local"}
@@ -126,9 +126,9 @@ class TestFixtureSet:
         assert main(["rerank-skills", "eval", "--fixtures", str(FIXTURES)]) == 0
         out = capsys.readouterr().out
         assert "62 skills, limit 5" in out
-        assert "dev: 150 labelled queries (100 expect a skill, 50 expect none)" in out
-        assert "keyword       150      48.0%      0.0%" in out
-        assert "\nlocal         150 " in out
+        assert "dev: 194 labelled queries (134 expect a skill, 60 expect none)" in out
+        assert "keyword       194      38.8%      0.0%" in out
+        assert "\nlocal         194 " in out
         assert "all sets" not in out
         assert "reranked: not run" in out
 
@@ -246,11 +246,11 @@ class TestReranked:
         reranked = report["modes"]["reranked"]
         # Even a perfect provider can only pick a skill the shortlist sent it.
         shortlisted = shortlisted_targets()
-        assert reranked["selection"] == [shortlisted, 100] and reranked["no_match"] == [50, 50]
-        assert reranked["requests"] == len(fake.requests) == 150
-        assert (reranked["input_tokens"], reranked["output_tokens"]) == (321 * 150, 7 * 150)
-        assert reranked["decisions"] == {"accepted": shortlisted, "no_match": 150 - shortlisted}
-        assert report["modes"]["keyword"]["selection"] == [48, 100]
+        assert reranked["selection"] == [shortlisted, 134] and reranked["no_match"] == [60, 60]
+        assert reranked["requests"] == len(fake.requests) == 194
+        assert (reranked["input_tokens"], reranked["output_tokens"]) == (321 * 194, 7 * 194)
+        assert reranked["decisions"] == {"accepted": shortlisted, "no_match": 194 - shortlisted}
+        assert report["modes"]["keyword"]["selection"] == [52, 134]
         assert all(seen.format_error is None for seen in fake.requests)
 
     @pytest.mark.parametrize("ceiling", [0, 7])
@@ -278,7 +278,7 @@ class TestReranked:
         reranked = report["modes"]["reranked"]
         assert reranked["requests"] == ceiling and reranked["queries"] == ceiling
         assert reranked["stopped_at_ceiling"] is True
-        assert report["modes"]["keyword"]["queries"] == 150
+        assert report["modes"]["keyword"]["queries"] == 194
 
     def test_failed_searches_are_failures_not_the_keyword_baseline(
         self,
@@ -298,7 +298,7 @@ class TestReranked:
         # The keyword baseline those searches returned scores nothing for the reranked row.
         assert reranked["selection"][0] == reranked["no_match"][0] == 0
         assert reranked["input_tokens"] == 0
-        assert code == 0 and keyword["queries"] == 150 and keyword["failures"] == 0
+        assert code == 0 and keyword["queries"] == 194 and keyword["failures"] == 0
 
     def test_the_report_shows_the_failed_count_as_typed(
         self, tmp_path: Path, fake: FakeSystemOne, monkeypatch: pytest.MonkeyPatch
@@ -363,8 +363,8 @@ class TestHalves:
         assert code == 0
         assert list(report["sets"]) == ["dev", "heldout", "heldout_mixed"]
         sets = report["sets"]
-        assert [half["queries"] for half in sets.values()] == [150, 60, 64]
-        assert report["queries"] == 274
+        assert [half["queries"] for half in sets.values()] == [194, 60, 64]
+        assert report["queries"] == 318
         catalog = load_catalog([CATALOG])
         for name, path in (("dev", FIXTURES), ("heldout", HELD_OUT), ("heldout_mixed", MIXED)):
             hits = declined = 0
@@ -389,7 +389,7 @@ class TestHalves:
         out = capsys.readouterr().out
         assert "heldout: 60 labelled queries (48 expect a skill, 12 expect none)" in out
         assert "heldout_mixed: 64 labelled queries (48 expect a skill, 16 expect none)" in out
-        assert "all sets: 274 labelled queries (196 expect a skill, 78 expect none)" in out
+        assert "all sets: 318 labelled queries (230 expect a skill, 88 expect none)" in out
 
     def test_a_folder_without_fixtures_is_a_tool_error(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -10,7 +10,7 @@ import pytest
 from siftlib.errors import ToolError
 from siftlib.skills.catalog import Catalog, Skill, discover
 from siftlib.skills.keyword import keyword_search
-from siftlib.skills.local import MIN_COVERAGE, local_search
+from siftlib.skills.local import MIN_CONFIDENCE, local_search
 
 from .conftest import MARKER
 
@@ -64,17 +64,18 @@ def test_the_same_query_fits_once_a_fitting_skill_is_added() -> None:
 
 
 def test_the_threshold_decides() -> None:
-    (best,) = CATALOG.relevance.rank("merge pdf files for my grandmother's birthday")[:1]
     query = "merge pdf files for my grandmother's birthday"
-    assert local_search(CATALOG, query, 5, min_coverage=best.coverage).matches
-    assert not local_search(CATALOG, query, 5, min_coverage=best.coverage + 0.01).matches
-    assert 0 < MIN_COVERAGE < 1
+    (best,) = CATALOG.relevance.rank(query)[:1]
+    assert local_search(CATALOG, query, 5, min_confidence=best.confidence).matches
+    assert not local_search(CATALOG, query, 5, min_confidence=best.confidence + 0.01).matches
+    assert 0 < MIN_CONFIDENCE < 1
 
 
 def test_total_counts_every_fitting_skill_before_the_limit() -> None:
     catalog = catalog_of(*[(f"pdf-{n}", f"Merge PDF files, way {n}.") for n in range(7)])
     result = local_search(catalog, "merge pdf files", 3)
-    assert [s.name for s in result.matches] == ["pdf-0", "pdf-1", "pdf-2"] and result.total == 7
+    every = local_search(catalog, "merge pdf files", 7)
+    assert result.matches == every.matches[:3] and result.total == every.total == 7
 
 
 def test_a_query_naming_a_skill_finds_it_first() -> None:

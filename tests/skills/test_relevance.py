@@ -1,13 +1,22 @@
-"""The relevance scorer: stems, BM25F weights, synonym concepts and query coverage."""
+"""The relevance scorer: stems, BM25F weights, synonym concepts, query coverage, and their
+fusion with the word-piece embeddings."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
 from siftlib.skills.catalog import Catalog, Skill
-from siftlib.skills.relevance import SYNONYM_WEIGHT, RelevanceIndex, related, stem, terms
+from siftlib.skills.relevance import (
+    LEXICAL_WEIGHT,
+    SYNONYM_WEIGHT,
+    RelevanceIndex,
+    related,
+    stem,
+    terms,
+)
 from siftlib.skills.vocabulary import concepts
 
 
@@ -20,8 +29,15 @@ def catalog_of(*skills: tuple[str, str]) -> Catalog:
     )
 
 
+def lexical(catalog: Catalog, query: str) -> list[tuple[str, float]]:
+    """Each skill sharing a term with `query`, with its coverage, in BM25F order."""
+    scores, coverage, _ = catalog.relevance.lexical(query)
+    order = sorted(scores, key=lambda p: (-scores[p], p))
+    return [(catalog.skills[p].name, coverage[p]) for p in order]
+
+
 def ranked_names(catalog: Catalog, query: str) -> list[str]:
-    return [catalog.skills[s.position].name for s in catalog.relevance.rank(query)]
+    return [name for name, _ in lexical(catalog, query)]
 
 
 def test_terms_drop_function_words_and_stem_the_rest() -> None:
@@ -38,10 +54,10 @@ def test_inflections_match_through_the_stemmer() -> None:
 
 def test_a_synonym_finds_a_skill_that_shares_no_word() -> None:
     catalog = catalog_of(("ledger", "Edit Excel workbooks."), ("canvas", "Draw on a canvas."))
-    (only,) = catalog.relevance.rank("fix my spreadsheet")
-    assert catalog.skills[only.position].name == "ledger"
+    ((name, coverage),) = lexical(catalog, "fix my spreadsheet")
+    assert name == "ledger"
     # "spreadsheet" is matched by a synonym, "fix" by nothing: partial coverage.
-    assert 0 < only.coverage < SYNONYM_WEIGHT
+    assert 0 < coverage < SYNONYM_WEIGHT
 
 
 def test_the_literal_word_outranks_its_synonym() -> None:
@@ -59,9 +75,9 @@ def test_a_query_term_counts_once_however_many_synonyms_match() -> None:
         ("a-sheets", "Excel xlsx workbook pivot formulas."),
         ("b-report", "A spreadsheet in a pdf report."),
     )
-    report, sheets = catalog.relevance.rank("spreadsheet pdf")
-    assert catalog.skills[report.position].name == "b-report" and report.coverage == 1.0
-    assert sheets.coverage == pytest.approx(SYNONYM_WEIGHT / 2)
+    (report, covered), (_, sheets) = lexical(catalog, "spreadsheet pdf")
+    assert report == "b-report" and covered == 1.0
+    assert sheets == pytest.approx(SYNONYM_WEIGHT / 2)
 
 
 def test_rare_words_weigh_more_than_common_ones() -> None:
@@ -74,24 +90,44 @@ def test_rare_words_weigh_more_than_common_ones() -> None:
     assert ranked_names(catalog, "review fuzz")[0] == "alpha"
 
 
-def test_a_query_naming_a_skill_puts_it_first_with_full_coverage() -> None:
+def test_a_query_naming_a_skill_puts_it_first_for_certain() -> None:
     catalog = catalog_of(("git-bisect", "Find a regression."), ("bisect-git", "Git bisect git."))
     first = catalog.relevance.rank("Git-Bisect")[0]
-    assert catalog.skills[first.position].name == "git-bisect" and first.coverage == 1.0
+    assert catalog.skills[first.position].name == "git-bisect"
+    assert first.score == first.confidence == math.inf
 
 
 def test_unknown_words_lower_the_coverage() -> None:
     catalog = catalog_of(("pdf-merge", "Merge PDF files into one."))
-    (full,) = catalog.relevance.rank("merge pdf files")
-    (near_miss,) = catalog.relevance.rank("merge my sourdough starter recipes")
-    assert full.coverage == 1.0 and near_miss.coverage < 0.35
+    ((_, full),) = lexical(catalog, "merge pdf files")
+    ((_, near_miss),) = lexical(catalog, "merge my sourdough starter recipes")
+    assert full == 1.0 and near_miss < 0.35
 
 
-def test_no_match_and_no_terms_rank_nothing() -> None:
+def test_no_shared_term_and_no_terms_match_nothing_lexically() -> None:
     catalog = catalog_of(("pdf-merge", "Merge PDF files."))
-    assert catalog.relevance.rank("zebra") == []
-    assert catalog.relevance.rank("please help me") == []
+    assert lexical(catalog, "zebra") == []
+    assert lexical(catalog, "please help me") == []
     assert catalog_of().relevance.rank("merge") == []
+
+
+def test_meaning_finds_a_skill_that_shares_no_word_or_synonym() -> None:
+    catalog = catalog_of(
+        ("invoice-maker", "Bill customers for hours worked."),
+        ("audio-notes", "Turn recorded speech into written text."),
+        ("chess-coach", "Teach board game openings."),
+    )
+    query = "what did the speaker say in this mp3"
+    assert lexical(catalog, query) == []
+    first, *others = catalog.relevance.rank(query)
+    assert catalog.skills[first.position].name == "audio-notes"
+    assert all(first.score > other.score + 0.3 for other in others)
+
+
+def test_every_skill_is_ranked_and_a_shared_word_adds_to_the_meaning() -> None:
+    catalog = catalog_of(("pdf-merge", "Merge PDF files."), ("sheets", "Edit spreadsheets."))
+    scores = catalog.relevance.score("merge pdf files").scores
+    assert len(scores) == 2 and scores[0] > scores[1] + LEXICAL_WEIGHT / 2
 
 
 def test_ranking_is_deterministic_across_builds() -> None:
