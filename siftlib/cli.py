@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import NoReturn
 
@@ -69,7 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     module_name, summary = COMMANDS[name]
     module = importlib.import_module(module_name)
     as_json = "--json" in argv
-    parser = _parser_class(as_json)(prog=f"sift {name}", description=summary)
+    parser = _parser_class(as_json)(
+        prog=f"sift {name}", description=summary, formatter_class=_Formatter
+    )
     parser.add_argument(
         "--config",
         metavar="FILE",
@@ -88,6 +91,29 @@ def main(argv: list[str] | None = None) -> int:
             return fail(f"sift {name}", exc, 2, as_json=as_json)
     code: int = module.run(args)
     return code
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's help layout, told the terminal width so that it need not import `shutil`.
+
+    argparse builds a formatter for every argument declared, and without a width each one
+    asks `shutil.get_terminal_size`: importing `shutil` (with `bz2`, `lzma` and `fnmatch`)
+    for that was a visible part of `sift search` start-up.
+    """
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=_terminal_columns() - 2)  # the 2 argparse keeps free
+
+
+def _terminal_columns() -> int:
+    """Return the width help is laid out to: `$COLUMNS`, else stdout's terminal, else 80."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+    except (AttributeError, ValueError, OSError):  # no stdout, or not a terminal
+        return 80
 
 
 def _parser_class(as_json: bool) -> type[argparse.ArgumentParser]:

@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import platformdirs
 import pytest
 
 from siftlib.config import (
     Secrets,
+    default_db,
+    default_secret_env,
     load_client_config,
     load_config,
     load_secrets,
@@ -345,3 +348,19 @@ def test_client_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     client_toml.write_text('url = "http://x"\nsecret = 1\n')
     with pytest.raises(ConfigError, match="secret is not a known setting"):
         load_client_config(None)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="sift works out the XDG directories on Linux")
+@pytest.mark.parametrize("xdg", ["absolute", "relative", "unset"])
+def test_the_default_paths_are_where_platformdirs_puts_them(
+    xdg: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for variable, value in (("XDG_CONFIG_HOME", "conf"), ("XDG_STATE_HOME", "state")):
+        if xdg == "unset":
+            monkeypatch.delenv(variable, raising=False)
+        else:
+            monkeypatch.setenv(variable, str(tmp_path / value) if xdg == "absolute" else value)
+    assert default_db() == Path(platformdirs.user_state_dir("sift")) / "cache.db"
+    assert default_secret_env() == Path(platformdirs.user_config_dir("sift")) / "secret.env"
+    assert str(tmp_path) in str(default_db())

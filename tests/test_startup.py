@@ -1,12 +1,15 @@
 """What the commands agents run most import: a cache hit needs no HTTP client.
 
-Nor `logging`, `dataclasses` (with `inspect`) or `concurrent.futures`: each was a visible
-part of `sift search` start-up, and a hit logs nothing anyone is shown, defines no dataclass
-and calls no source (`tests/bench/bench_startup.py` measures the time).
+Nor `logging`, `dataclasses` (with `inspect`), `concurrent.futures`, `shutil` or
+`platformdirs`: each was a visible part of `sift search` start-up, and a hit logs nothing
+anyone is shown, defines no dataclass, calls no source, lays out no help and finds its
+config in the XDG directories without platformdirs (`tests/bench/bench_startup.py`
+measures the time).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,14 +22,15 @@ import sys
 from siftlib.cli import main
 code = main(sys.argv[1:])
 heavy = ("httpx", "siftlib.dial", "siftlib.server", "logging", "dataclasses", "inspect",
-         "concurrent.futures")
+         "concurrent.futures", "shutil", "platformdirs")
 print("loaded:", ",".join(m for m in heavy if m in sys.modules))
 sys.exit(code)
 """
 
 
-def search(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-c", PROBE, "search", "--local", "--config", str(config), *extra]
+def search(config: Path | None, *extra: str) -> subprocess.CompletedProcess[str]:
+    where = ["--config", str(config)] if config is not None else []
+    argv = [sys.executable, "-c", PROBE, "search", "--local", *where, *extra]
     return subprocess.run(argv, capture_output=True, text=True, timeout=60)
 
 
@@ -57,6 +61,26 @@ def test_a_cache_hit_imports_no_http_client_and_a_miss_does(
     assert hit.stdout.endswith("loaded: \n")
     assert hit.stdout.split("loaded:")[0] == miss.stdout.split("loaded:")[0]
     assert len(httpserver.log) == 1
+
+
+def test_a_cache_hit_with_the_config_in_the_user_config_dir_loads_none_either(
+    httpserver: HTTPServer,
+) -> None:
+    httpserver.expect_request("/search").respond_with_data(
+        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
+        content_type="application/json",
+    )
+    home = Path(os.environ["XDG_CONFIG_HOME"]) / "sift"  # a temp dir (conftest.py)
+    home.mkdir(parents=True)
+    url = httpserver.url_for("/").rstrip("/")
+    (home / "config.toml").write_text(f'[search.searxng]\nenabled = true\nurl = "{url}"\n')
+    assert search(None, "sqlite wal mode").returncode == 0
+    hit = search(None, "sqlite wal mode")
+    assert (hit.returncode, hit.stderr) == (0, "")
+    assert hit.stdout.startswith("Write-Ahead Logging\n")
+    assert hit.stdout.endswith("loaded: \n")
+    assert len(httpserver.log) == 1
+    assert (Path(os.environ["XDG_STATE_HOME"]) / "sift" / "cache.db").exists()
 
 
 def test_an_unresolvable_source_is_still_named_when_its_client_opens_late(
