@@ -31,10 +31,13 @@ skill, without a threshold, fixture / real catalog: on the original dev queries 
 dev later, 0.68/0.64, 0.38/0.51 and 0.65/0.66. The fusion weights were swept over 0.2-1.0
 (lexical) and 0-0.5 (coverage). Also measured and left out: WordNet synonyms (first two
 senses, weight 0.3-0.6: top-1 within a point, declines 2-11 points worse), prefix matching
-beyond the stemmer (no change at prefix lengths 4-6), a Zipf-weighted mean of word pieces
-(within a point), an IDF-weighted one (embeddings alone: +5 points on the fixture catalog, -6
-on the real one), and subtracting the catalog's mean vector from each skill's (selection 4-12
-points worse on the fixture catalog).
+beyond the stemmer (no change at prefix lengths 4-6), a Zipf-, IDF- or SIF-weighted mean of
+word pieces (top-1 -3 to +1 points), a vector of its own for each whole word that splits into
+several pieces (+2 on the fixture catalog, -3 on the real one), the best of a description's
+sentences instead of the whole (0 to -2), subtracting the catalog's mean vector from each
+skill's (selection 4-12 points worse on the fixture catalog), more dimensions (256 or all
+384: within 3 points, twice to three times the size), and reciprocal rank fusion instead of
+the weighted sum (top-1 2-7 points worse).
 
     index = RelevanceIndex.build(catalog.skills)
     ranked = index.rank("combine several pdfs")  # [Scored(position, score, confidence), ...]
