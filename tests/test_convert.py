@@ -147,6 +147,17 @@ def test_no_space_is_added_inside_a_word_the_page_writes_whole() -> None:
     assert "**H**äuser" in content
 
 
+def test_a_short_page_keeps_its_structure_and_not_its_menu() -> None:
+    body = (
+        "<nav><a href='/'>Home</a> <a href='/about'>About</a></nav><article><h1>Short</h1>"
+        "<p>A short note, with a <a href='/more'>link</a>, is still an article.</p></article>"
+        "<footer>Footer words</footer>"
+    )
+    content = html(body).content
+    assert content.startswith("# Short\n\nA short note, with a [link](https://news.example/more)")
+    assert "Home" not in content and "Footer words" not in content
+
+
 def test_a_windows_1252_page_declared_in_http_equiv_is_decoded() -> None:
     document = html(page("non-utf8-page"))
     assert "Les marchés de Noël en Alsace" in document.content
