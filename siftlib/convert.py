@@ -33,6 +33,7 @@ Steps for HTML:
    `lang-*`, `highlight-*` classes or `data-lang`, recovered by the block's text when the
    extractor dropped the class), block quotes, pipe tables (a table holding block content
    is layout and rendered as blocks), images as `![alt](url)` in full-page mode only.
+   Ordered lists are numbered in markdown only; the text format marks every item "- ".
    Spaces at the edges of a link's text go outside the brackets; soft hyphens, zero-width
    spaces, word joiners and BOMs are dropped and letters composed (NFC): invisible to a
    reader, they split words for any tool that reads the text.
@@ -694,7 +695,9 @@ class _Renderer:
         for item in element:
             if not isinstance(item.tag, str):
                 continue
-            marker = f"{number}. " if ordered else "- "
+            # Numbers are markdown's syntax for order; in plain text they are words of their
+            # own ("1", "2") that the page's text does not have, as trafilatura's text has not.
+            marker = f"{number}. " if ordered and not self.plain else "- "
             number += 1
             body = "\n".join(self._blocks(item)) if item.tag == "li" else _squash(_text(item))
             if not body.strip():

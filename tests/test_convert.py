@@ -245,6 +245,13 @@ def test_text_format_has_no_markdown_syntax() -> None:
     assert "](" not in content and "#" not in content and "**" not in content
 
 
+def test_ordered_lists_are_numbered_in_markdown_and_marked_in_text() -> None:
+    markdown = html(page("cookie-banner-blog")).content
+    text = html(page("cookie-banner-blog"), format="text").content
+    assert "\n1. Zwanzig Minuten mit Deckel backen.\n2. Deckel abnehmen" in markdown
+    assert "\n- Zwanzig Minuten mit Deckel backen.\n- Deckel abnehmen" in text
+
+
 def test_other_types_pass_through_and_json_is_fenced() -> None:
     def other(body: bytes, media_type: str, format: str = "markdown") -> str:
         return convert(
