@@ -352,3 +352,17 @@ def wait_until(condition: Callable[[], object], what: str, limit: float = 20.0) 
         if time.monotonic() > end:
             pytest.fail(f"never happened: {what}")
         time.sleep(0.01)
+
+
+def reading_requests(gw: Gateway, count: int) -> None:
+    """Wait until `count` connections are past their first byte, reading a request: none idle.
+
+    The connection count rises before a handler thread runs; until it has registered and read
+    a byte, a new connection would find it idle and evict it instead of being shed.
+    """
+
+    def reading() -> int:
+        handlers = list(gw.server._handlers)  # one step under the GIL: handler threads add to it
+        return sum(h.served > 0 and h.idle_since is None for h in handlers)
+
+    wait_until(lambda: reading() == count, f"{count} connections reading a request")

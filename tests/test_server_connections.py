@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from gatewaykit import FakeUpstream, Gateway, call, gateway, wait_until
+from gatewaykit import FakeUpstream, Gateway, call, gateway, reading_requests, wait_until
 
 TOKEN = "tok-ops-9f8e7d"
 
@@ -56,6 +56,17 @@ def held_connections(gw: Gateway, count: int) -> None:
     wait_until(lambda: gw.server._connections == count, f"{count} connections held")
 
 
+def waiting_silently(gw: Gateway, sock: socket.socket) -> None:
+    """Wait until the handler of `sock`, which has sent nothing, waits for its first byte."""
+    port = sock.getsockname()[1]
+
+    def waiting() -> bool:
+        handlers = list(gw.server._handlers)  # one step under the GIL: handler threads add to it
+        return any(h.client_address[1] == port and h.idle_since is not None for h in handlers)
+
+    wait_until(waiting, f"the connection from port {port} waiting for its first byte")
+
+
 def idle_keep_alive(gw: Gateway, count: int) -> None:
     """Wait until `count` answered connections are idle, waiting for their next request."""
 
@@ -89,8 +100,10 @@ def test_a_full_table_evicts_an_idle_connection_instead_of_refusing(
         gateway(tmp_path, searxng=searxng.url, callers={"ops": TOKEN}, **options) as gw,
         ExitStack() as stack,
     ):
-        silent = [stack.enter_context(connect(gw)) for _ in range(3)]
-        held_connections(gw, 3)
+        silent = []
+        for _ in range(3):  # each waiting for its first byte before the next: an age order
+            silent.append(stack.enter_context(connect(gw)))
+            waiting_silently(gw, silent[-1])
         reply = call(gw.url, "POST", "/v1/search", {"query": "sqlite"}, token=TOKEN)
         assert reply.status == 200
         assert closed_by_gateway(silent[0])  # the oldest made room
@@ -129,8 +142,7 @@ def test_a_busy_table_with_nothing_idle_still_sheds_with_503(
     with gateway(tmp_path, searxng=searxng.url, max_connections=2) as gw, ExitStack() as stack:
         for _ in range(2):
             stack.enter_context(connect(gw)).sendall(b"GET /hea")  # busy reading a head
-        held_connections(gw, 2)
-        wait_until(lambda: all(h.idle_since is None for h in gw.server._handlers), "both busy")
+        reading_requests(gw, 2)
         assert call(gw.url, "GET", "/healthz").status == 503
 
 
@@ -158,8 +170,7 @@ def test_one_client_address_holds_at_most_its_bound(
 def shedding(tmp_path: Path, searxng: FakeUpstream) -> Iterator[Gateway]:
     with gateway(tmp_path, searxng=searxng.url, max_connections=1) as gw, ExitStack() as stack:
         stack.enter_context(connect(gw)).sendall(b"GET /hea")
-        held_connections(gw, 1)
-        wait_until(lambda: all(h.idle_since is None for h in gw.server._handlers), "busy")
+        reading_requests(gw, 1)
         yield gw
 
 

@@ -17,7 +17,15 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from gatewaykit import FakeUpstream, call, gateway, searxng_body, wait_until, write_config
+from gatewaykit import (
+    FakeUpstream,
+    call,
+    gateway,
+    reading_requests,
+    searxng_body,
+    wait_until,
+    write_config,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -181,8 +189,7 @@ def test_connections_past_the_bound_get_a_canned_503(tmp_path: Path, searxng: Fa
         for sock in held:
             sock.sendall(b"GET /hea")  # busy reading a head: not idle, so never evicted
         try:
-            wait_until(lambda: gw.server._connections == 2, "two connections held")
-            wait_until(lambda: all(h.idle_since is None for h in gw.server._handlers), "both busy")
+            reading_requests(gw, 2)
             with socket.create_connection(("127.0.0.1", gw.port), timeout=15) as third:
                 answer = b""
                 while chunk := third.recv(65536):
