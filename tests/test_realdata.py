@@ -26,10 +26,15 @@ FILES = [
 READERS = 10
 
 
-def run_realdata_tests(where: Path) -> str:
-    """Run every `realdata` test in a child pytest with the data at `where`; return its report."""
+def run_realdata_tests(where: Path, basetemp: Path) -> str:
+    """Run every `realdata` test in a child pytest with the data at `where`; return its report.
+
+    The child keeps its temporary files under `basetemp`: in the shared numbered folders it
+    would delete the oldest of them, whole earlier runs of the suite (seconds of rm -rf).
+    """
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "realdata", "-p", "no:cacheprovider"]
+        + ["--basetemp", str(basetemp)]
         + [f"tests/{name}" for name in FILES],
         cwd=REPO,
         env={**os.environ, "SIFT_REALDATA": str(where)},
@@ -42,13 +47,13 @@ def run_realdata_tests(where: Path) -> str:
 
 
 def test_without_the_real_data_its_tests_skip_saying_why(tmp_path: Path) -> None:
-    report = run_realdata_tests(tmp_path / "absent")
+    report = run_realdata_tests(tmp_path / "absent", tmp_path / "child")
     assert f"{READERS} skipped" in report and "passed" not in report
     assert f"no real data at {tmp_path / 'absent'}" in report
 
 
-def test_with_the_real_data_its_tests_run() -> None:
+def test_with_the_real_data_its_tests_run(tmp_path: Path) -> None:
     if not REALDATA.is_dir():
         pytest.skip(f"no real data at {REALDATA} (../shared/realdata beside the clone)")
-    report = run_realdata_tests(REALDATA)
+    report = run_realdata_tests(REALDATA, tmp_path / "child")
     assert f"{READERS} passed" in report and "skipped" not in report
