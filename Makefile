@@ -35,8 +35,12 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) .
 	touch $@
 
+# Four pytest-xdist workers on two cores: much of the suite waits on child processes, sockets and
+# timeouts, which the other workers fill (README "Tests"); worksteal evens out the long tests.
+# Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: else every worker rewrites every
+# test module's asserts, and every child process compiles siftlib, on every run.
 test: install redis-server chromium $(WHEELHOUSE)/.done
-	$(BIN)/python -m pytest -q
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 4 --dist worksteal
 
 # dist/sift-<version>-py3-none-any.whl: what an agent's machine or /opt/sift/.venv installs.
 dist: install
