@@ -12,9 +12,14 @@ Decisions the spec leaves open:
 - Each source runs on a worker thread; the caller waits at most `search.timeout` in all.
   A worker reads the body itself in chunks and stops at the deadline or at 2 MiB, so a
   dripping upstream is cut and its thread freed soon after.
-- Credits: a daily cap is reserved before the call. A call that never left (connection or
-  pinning refused) gives it back; a non-2xx answer spends nothing; a timeout keeps the
-  reservation (the provider may well have charged); a 2xx settles to the actual credits.
+- Credits: a daily cap is reserved before the call, after the cache lookup: a cache hit
+  writes nothing to the ledger. The plan reads the ledger to leave out a source at its
+  cap (the cache key names the sources planned); a source that loses the last credit to
+  another search between that read and its reservation is skipped then, as `daily cap`,
+  and the answer is not cached, since its key names that source. A call that never left
+  (connection or pinning refused) gives the reservation back; a non-2xx answer spends
+  nothing; a timeout keeps the reservation (the provider may well have charged); a 2xx
+  settles to the actual credits.
 - Without a store (library use and tests), nothing is cached and no cap applies.
 - `rerank = false` concatenates; `no_rerank` applies to fusion only.
 - A source call ends in a last `except Exception`: whatever an adapter or client raises that
@@ -372,8 +377,7 @@ class Searcher:
         day = utc_day(now)
         warnings: list[str] = ["digest: not supported"] if request.digest else []
 
-        plan, skipped = self._plan(request, query, day, warnings)
-        planned = list(plan)
+        planned, skipped = self._plan(request, query, day, warnings)
         merge = self._merge_mode(rerank, planned)
         key = None
         if request.use_cache and self.store is not None and planned:
@@ -391,7 +395,6 @@ class Searcher:
                 cached, key = None, None
                 warnings.append(f"store: {exc}")
             if cached is not None:
-                self._release_all(plan)
                 self.metrics.inc("search_cache_hit")
                 hits = list(cached.hits)
                 response = self._finish(
@@ -401,17 +404,18 @@ class Searcher:
                 return response
             self.metrics.inc("search_cache_miss")
 
-        if not planned:
+        reservations = self._reserve_all(planned, day, warnings, skipped)
+        if not reservations:
             self._log(request, query, [], 0, "miss", 0)
             raise NoResultsError("no search results: no source could be called", warnings)
 
-        outcomes = self._fan_out(planned, query, k, started)
+        outcomes = self._fan_out(list(reservations), query, k, started)
         by_source: dict[str, Sequence[Hit]] = {}
         failed = list(skipped)
         complete = True
         notes = QueryNotes()
         for outcome in outcomes:
-            self._account(request.caller, outcome, plan[outcome.name], day)
+            self._account(request.caller, outcome, reservations[outcome.name], day)
             if outcome.failure is None:
                 by_source[outcome.name] = outcome.hits
                 notes = notes | outcome.notes
@@ -456,12 +460,12 @@ class Searcher:
 
     def _plan(
         self, request: SearchRequest, query: str, day: str, warnings: list[str]
-    ) -> tuple[dict[str, Reservation | None], list[str]]:
-        """Choose the sources to call, each with its daily-cap reservation (None: no cap).
+    ) -> tuple[list[str], list[str]]:
+        """Choose the sources to call: enabled, keyed, reachable, under their caps.
 
         The sources skipped come back too; each is a warning, a counted and logged failure.
         """
-        plan: dict[str, Reservation | None] = {}
+        plan: list[str] = []
         skipped: list[str] = []
         for name, adapter in self._sources.items():
             if request.sources is not None and name not in request.sources:
@@ -470,20 +474,37 @@ class Searcher:
             why = "missing key" if self._missing_key(name) else problem
             if why is None and adapter.query_too_long(query):
                 why = "query too long"
-            reservation = None
+            if why is None and self._capped(name, day):
+                why = "daily cap"
             if why is None:
-                capped, reservation = self._reserve(name, day)
-                if capped:
-                    why = "daily cap"
-            if why is None:
-                plan[name] = reservation
+                plan.append(name)
                 continue
-            warnings.append(f"{name}: {why}")
-            skipped.append(name)
-            self._note_failure(name, why)
+            self._skip(name, why, warnings, skipped)
             if why == problem:  # the upstream's own state, unlike a key or cap
                 self.health.record(name, ok=False, ms=None)
         return plan, skipped
+
+    def _reserve_all(
+        self, planned: Sequence[str], day: str, warnings: list[str], skipped: list[str]
+    ) -> dict[str, Reservation | None]:
+        """Reserve a credit of each planned source that has a cap (None: no cap).
+
+        A source whose last credit went to another search since the plan is skipped now.
+        """
+        reservations: dict[str, Reservation | None] = {}
+        for name in planned:
+            capped, reservation = self._reserve(name, day)
+            if capped:
+                self._skip(name, "daily cap", warnings, skipped)
+            else:
+                reservations[name] = reservation
+        return reservations
+
+    def _skip(self, name: str, why: str, warnings: list[str], skipped: list[str]) -> None:
+        """Leave a source out of this search: a warning, and a counted and logged failure."""
+        warnings.append(f"{name}: {why}")
+        skipped.append(name)
+        self._note_failure(name, why)
 
     def _note_failure(self, name: str, kind: str) -> None:
         """Count a source's failure by kind and log it: one WARNING, never a query or URL."""
@@ -498,11 +519,6 @@ class Searcher:
             return False, None
         reservation = self.store.reserve(name, day=day, cap=cap, credits=1)
         return reservation is None, reservation
-
-    def _release_all(self, plan: dict[str, Reservation | None]) -> None:
-        for reservation in plan.values():
-            if reservation is not None and self.store is not None:
-                self.store.release(reservation)
 
     def _account(
         self, caller: str, outcome: SourceOutcome, reservation: Reservation | None, day: str

@@ -338,15 +338,61 @@ def test_the_cap_survives_a_restart_and_resets_the_next_day(
     assert search(second, query="four").sources_ok == ["searxng", "tavily"]
 
 
-def test_a_cache_hit_gives_its_cap_reservation_back(
-    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+def test_a_cache_hit_writes_nothing_to_the_credit_ledger(
+    upstreams: Upstreams,
+    make_searcher: Callable[..., Searcher],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     searcher = make_searcher(tavily=True, cap=2)
     search(searcher)
+    store = searcher.store
+    assert store is not None
+    booked: list[str] = []
+    for name in ("reserve", "settle", "release"):
+        monkeypatch.setattr(store, name, lambda *a, _n=name, **kw: booked.append(_n))
     assert search(searcher).cached
-    assert searcher.store is not None
-    assert searcher.store.daily_credits(day="2025-11-30") == {"tavily": 1}
+    assert booked == []
+    monkeypatch.undo()
+    assert store.daily_credits(day="2025-11-30") == {"tavily": 1}
     assert upstreams.calls["tavily"] == 1
+
+
+def test_the_last_credit_taken_after_the_plan_skips_the_source_and_caches_nothing(
+    upstreams: Upstreams,
+    make_searcher: Callable[..., Searcher],
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    searcher = make_searcher(tavily=True, cap=1)
+    store = searcher.store
+    assert store is not None
+    other = open_store(db_path)  # another sift process on the same file
+    reserve = store.reserve
+
+    def raced(source: str, **options: object) -> object:
+        assert other.reserve(source, day="2025-11-30", cap=1) is not None  # it wins the credit
+        return reserve(source, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "reserve", raced)
+    lost = search(searcher)
+    other.close()
+    assert (lost.warnings, lost.sources_ok, lost.sources_failed) == (
+        ["tavily: daily cap"],
+        ["searxng"],
+        ["tavily"],
+    )
+    assert upstreams.calls == {"searxng": 1, "tavily": 0}
+    assert searcher.metrics.snapshot()["search_errors"] == {"kind=daily cap,source=tavily": 1}
+    monkeypatch.undo()
+    assert store.daily_credits(day="2025-11-30") == {"tavily": 1}
+    # Its key names tavily, which did not answer: nothing was cached. At the cap now, the
+    # plan leaves tavily out of the key, and that answer is cached.
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("SELECT count(*) FROM search").fetchone() == (0,)
+    again = search(searcher)
+    assert not again.cached and again.sources_failed == ["tavily"]
+    assert search(searcher).cached
+    assert upstreams.calls == {"searxng": 2, "tavily": 0}
 
 
 def _make_read_only(path: Path) -> None:
