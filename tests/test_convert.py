@@ -220,7 +220,8 @@ def test_hidden_elements_base64_images_and_pixels_are_dropped() -> None:
     document = html(
         "<body><article><p>Visible words stay in the page for the reader to see.</p>"
         "<p hidden>hidden one</p><p aria-hidden='true'>hidden two</p>"
-        "<p style='display: none'>hidden three</p>"
+        "<p style='display: none'>hidden three</p><p style='visibility :hidden'>hidden four</p>"
+        "<p style='border: none; overflow: hidden'>A bordered note stays too.</p>"
         "<img src='data:image/png;base64,AAAA' alt='inline'>"
         "<img src='/t.gif' width='1' height='1' alt='pixel'>"
         "<img src='/photo.jpg' alt='A photo'><template><p>template</p></template>"
@@ -228,6 +229,7 @@ def test_hidden_elements_base64_images_and_pixels_are_dropped() -> None:
         main=False,
     )
     assert "Visible words stay" in document.content
+    assert "A bordered note stays too." in document.content
     assert "hidden" not in document.content and "template" not in document.content
     assert "inline" not in document.content and "pixel" not in document.content
     assert "enable js" not in document.content
