@@ -430,14 +430,15 @@ def _code_key(text: str) -> str:
 def _extracted(tree: Any, base: str) -> Any:
     """Return trafilatura's main content as an HTML `<body>`, or None when it finds none."""
     body = _trafilatura_body(tree, short_pages=False)
-    if _length(body) < _SHORT_RESULT:
+    length = _length(body)
+    if length < _SHORT_RESULT:
         # Under its minimum, trafilatura may answer with a flat baseline of the whole page,
         # menu and footer included: a short page's article, found with the minimum at 10
         # characters, keeps its structure unless it is less than half of that text.
         structured = _trafilatura_body(tree, short_pages=True)
-        if 2 * _length(structured) >= _length(body):
-            body = structured
-    if not _length(body):
+        if 2 * _length(structured) >= length:
+            body, length = structured, _length(structured)
+    if not length:
         return None
     return _as_html(body, base, _SourceText(tree))
 
@@ -462,7 +463,8 @@ def _trafilatura_body(tree: Any, *, short_pages: bool) -> Any:
 
 
 def _length(body: Any) -> int:
-    return 0 if body is None else len(_squash(_text(body)))
+    # Unfolded, as trafilatura measures its own result: folding 100 KB costs a millisecond.
+    return 0 if body is None else len(_text(body).strip())
 
 
 @functools.cache
