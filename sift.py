@@ -2,7 +2,7 @@
 
 import sys
 
-from siftlib.cli import main
+from siftlib.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

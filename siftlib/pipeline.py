@@ -58,7 +58,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
-from siftlib import fusion
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
 from siftlib.deadline import DeadlineClock
 from siftlib.errors import NoResultsError, StoreError
@@ -430,6 +429,8 @@ class Searcher:
             self._log(request, query, planned, 0, "miss", 0)
             raise NoResultsError("no search results: every source failed", warnings)
 
+        from siftlib import fusion  # a cache hit merges nothing
+
         merge_started = time.monotonic()
         if rerank:
             prefix = "tavily" if merge.endswith("+tavily-prefix") else None
@@ -584,6 +585,8 @@ class Searcher:
         self, name: str, query: str, k: int, deadline: float, pages: _Pages
     ) -> SourceOutcome:
         """Call a source for page 1, then for further pages while they may fill `k`."""
+        from siftlib import fusion
+
         adapter = self._sources[name]
         outcome = self._call(name, self._request(name, query, k), deadline)
         page, got = 1, len(outcome.hits)

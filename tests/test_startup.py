@@ -90,3 +90,17 @@ def test_an_unresolvable_source_is_still_named_when_its_client_opens_late(
     result = search(config, "sqlite wal mode", "--allow-private-upstreams")
     assert result.returncode == 1
     assert "searxng: dns failed" in result.stderr
+
+
+def test_the_console_script_freezes_what_start_up_built_before_the_process_ends() -> None:
+    probe = (
+        "import gc, sys\n"
+        "from siftlib.cli import run\n"
+        "code = run()\n"
+        "print('frozen:', gc.get_freeze_count() > 1000)\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout.splitlines()[-1]) == (0, "frozen: True")
