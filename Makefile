@@ -38,9 +38,15 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 # Four pytest-xdist workers on two cores: much of the suite waits on child processes, sockets and
 # timeouts, which the other workers fill (README "Tests"); worksteal evens out the long tests.
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: else every worker rewrites every
-# test module's asserts, and every child process compiles siftlib, on every run.
+# test module's asserts, and every child process compiles siftlib, on every run. Temporary files
+# go to a folder of this clone's own outside it (emptied at the start; tests need to be outside
+# any git tree): in the numbered folders that every pytest of the user shares, a session ends
+# by deleting the oldest ones, often other runs' thousands of files.
+TEST_TMP := $(or $(TMPDIR),/tmp)/sift-tests-$(shell id -u)$(subst /,-,$(CURDIR))
+
 test: install redis-server chromium $(WHEELHOUSE)/.done
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 4 --dist worksteal
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 4 --dist worksteal \
+		--basetemp $(TEST_TMP)
 
 # dist/sift-<version>-py3-none-any.whl: what an agent's machine or /opt/sift/.venv installs.
 dist: install
@@ -88,4 +94,4 @@ vectors:
 	.venv-vectors/bin/python tools/skill_vectors.py siftlib/skills/wordpieces.bin
 
 clean:
-	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .venv-vectors .pytest_cache .mypy_cache .ruff_cache dist build
+	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .venv-vectors .pytest_cache .mypy_cache .ruff_cache dist build $(TEST_TMP)

@@ -7,6 +7,7 @@ tests carry the `realdata` marker, so `pytest -m realdata` runs exactly them.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,14 +38,22 @@ _PREFIXES = (
 )
 
 
+_HOMES = itertools.count()
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Drop sift, provider and proxy variables; point the platformdirs homes at a temp dir."""
+    """Drop sift, provider and proxy variables; point the platformdirs homes at a fresh path.
+
+    The path is new for each test but not created: sift makes the folders it writes to, and the
+    few tests that write there leave files; a folder made for each of 2,600 tests cost seconds
+    on a slow disk, to make and again to delete.
+    """
     saved = dict(os.environ)
     for key in list(os.environ):
         if key.upper().startswith(_PREFIXES):
             del os.environ[key]
-    home = tmp_path_factory.mktemp("home")
+    home = tmp_path_factory.getbasetemp() / "homes" / str(next(_HOMES))
     os.environ["XDG_CONFIG_HOME"] = str(home / "config")
     os.environ["XDG_STATE_HOME"] = str(home / "state")
     os.environ["XDG_CACHE_HOME"] = str(home / "cache")

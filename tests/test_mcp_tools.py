@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import threading
@@ -21,10 +22,17 @@ from siftlib.mcp.tools import SkillsPlace, Toolbox, Where, check_arguments
 CATALOG = Path(__file__).resolve().parents[1] / "testdata" / "skills" / "catalog"
 
 
+_HOMES = itertools.count()
+
+
 @pytest.fixture(autouse=True)
 def user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point `~` at an empty folder, so the developer's own skills never join a catalog."""
-    home = tmp_path_factory.mktemp("user-home")
+    """Point `~` at a fresh path, so the developer's own skills never join a catalog.
+
+    Not created: a test writing skills there makes the folders (one made for each of ~900
+    tests cost a second on a slow disk, to make and again to delete).
+    """
+    home = tmp_path_factory.getbasetemp() / "mcp-tools-homes" / str(next(_HOMES))
     monkeypatch.setenv("HOME", str(home))
     return home
 

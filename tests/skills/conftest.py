@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 from collections.abc import Callable, Iterator
@@ -26,10 +27,17 @@ def real_catalog_json(realdata: Path) -> Path:
     return realdata / "skills" / "catalog.json"
 
 
+_HOMES = itertools.count()
+
+
 @pytest.fixture(autouse=True)
 def user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point `~` at an empty folder, so the developer's own skills never join a catalog."""
-    home = tmp_path_factory.mktemp("user-home")
+    """Point `~` at a fresh path, so the developer's own skills never join a catalog.
+
+    Not created: a test writing skills there makes the folders (one made for each of ~900
+    tests cost a second on a slow disk, to make and again to delete).
+    """
+    home = tmp_path_factory.getbasetemp() / "skill-homes" / str(next(_HOMES))
     monkeypatch.setenv("HOME", str(home))
     return home
 
