@@ -329,8 +329,14 @@ def test_local_mode_from_the_config(tmp_path: Path) -> None:
     try:
         found = run(toolbox, "skill_search", {"query": "fill in a pdf form", "limit": 2})
         none = run(toolbox, "skill_search", {"query": "qqqzzz"})
+        named = run(toolbox, "skill_search", {"query": "pdf-forms", "limit": 1})
     finally:
         toolbox.close()
+    # A query naming a skill ranks it first for certain; JSON carries that as 100, not Infinity.
+    assert named.structured is not None
+    assert [(hit["name"], hit["score"]) for hit in named.structured["results"]] == [
+        ("pdf-forms", 100)
+    ]
     assert found.structured is not None
     assert found.structured["mode"] == "local" and found.structured["selection"] == "matches"
     hits = found.structured["results"]
