@@ -283,3 +283,29 @@ def test_serve_opens_a_fetcher_only_when_fetch_is_enabled(tmp_path: Path) -> Non
     assert fetcher.settings.per_host == 2
     assert [hole.port for hole in fetcher.guard.pinholes] == [8080]
     fetcher.close()
+
+
+def test_a_gateway_exiting_early_waits_for_its_warm_up_import(tmp_path: Path) -> None:
+    # Exit-time logging.shutdown must never meet a handler that import is halfway through.
+    import subprocess
+    import sys
+
+    marker = tmp_path / "imported"
+    (tmp_path / "config.toml").write_text("[fetch]\n")
+    script = f"""
+import sys, time
+from siftlib.commands import serve
+from siftlib.config import load_config
+from siftlib.metrics import Metrics
+
+def slow_import():
+    time.sleep(0.5)
+    open({str(marker)!r}, "w").close()
+
+serve._import_converter = slow_import
+serve.open_fetcher(load_config({str(tmp_path / "config.toml")!r}), Metrics())
+sys.exit(0)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=30)
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert marker.exists()

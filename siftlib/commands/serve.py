@@ -140,12 +140,15 @@ def open_fetcher(config: Config, metrics: Metrics) -> Fetcher | None:
     """Return the gateway's fetcher (None when `[fetch] enabled = false`), warming up its imports.
 
     The first conversion imports lxml and trafilatura (~0.3 s): do it now, off the serve loop.
+    Not a daemon: the interpreter joins it before its exit-time `logging.shutdown`, which
+    would otherwise meet the `StreamHandler` that importing charset_normalizer is halfway
+    through building (listed, but no lock yet: an AttributeError on a gateway stopped early).
     """
     if not config.fetch.enabled:
         return None
     from siftlib.fetch import Fetcher
 
-    threading.Thread(target=_import_converter, name="sift-warm", daemon=True).start()
+    threading.Thread(target=_import_converter, name="sift-warm").start()
     return Fetcher(config.fetch, metrics=metrics, restricted=config.permit_restricted)
 
 
