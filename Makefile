@@ -35,7 +35,7 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) .
 	touch $@
 
-# Four pytest-xdist workers on two cores: much of the suite waits on child processes, sockets and
+# Three pytest-xdist workers on two cores: much of the suite waits on child processes, sockets and
 # timeouts, which the other workers fill (README "Tests"); worksteal evens out the long tests.
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: else every worker rewrites every
 # test module's asserts, and every child process compiles siftlib, on every run. Temporary files
@@ -45,7 +45,7 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 TEST_TMP := $(or $(TMPDIR),/tmp)/sift-tests-$(shell id -u)$(subst /,-,$(CURDIR))
 
 test: install redis-server chromium $(WHEELHOUSE)/.done
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 4 --dist worksteal \
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist worksteal \
 		--basetemp $(TEST_TMP)
 
 # dist/sift-<version>-py3-none-any.whl: what an agent's machine or /opt/sift/.venv installs.
