@@ -304,11 +304,11 @@ class Searcher:
     def degraded(self) -> list[str]:
         """List what cannot serve now: `search.<name>: <why>` per source, then a store fault."""
         found = []
-        day = utc_day(self.clock())
+        daily = self._credits_today(utc_day(self.clock()))
         for name in self._sources:
             why = (
                 self.unavailable(name)
-                or (self._capped(name, day) and "daily cap")
+                or (self._capped(name, daily) and "daily cap")
                 or (self.health.failing(name) and "failing")
             )
             if why:
@@ -328,13 +328,13 @@ class Searcher:
         The state is `missing key`, `capped` (at the daily cap), `failing` (its host does not
         resolve or is refused, or its last `FAILING_AFTER` outcomes failed) or `ok`.
         """
-        day = utc_day(self.clock())
+        daily = self._credits_today(utc_day(self.clock()))
         report = {}
         for name in self._sources:
             why = self.unavailable(name)
             if why == "missing key":
                 state = "missing key"
-            elif self._capped(name, day):
+            elif self._capped(name, daily):
                 state = "capped"
             elif why is not None or self.health.failing(name):
                 state = "failing"
@@ -346,25 +346,28 @@ class Searcher:
     def metrics_snapshot(self) -> dict[str, object]:
         """Return the `/metrics` JSON: counters, plus today's credits and capped state."""
         snapshot: dict[str, object] = dict(self.metrics.snapshot())
-        day = utc_day(self.clock())
-        daily = self._daily_credits(day)
-        snapshot["search_daily_credits"] = {f"source={n}": daily.get(n, 0) for n in PAID_SOURCES}
+        daily = self._credits_today(utc_day(self.clock()))
+        snapshot["search_daily_credits"] = {f"source={n}": daily().get(n, 0) for n in PAID_SOURCES}
         snapshot["search_capped"] = {
-            f"source={n}": int(self._capped(n, day, daily)) for n in PAID_SOURCES
+            f"source={n}": int(self._capped(n, daily)) for n in PAID_SOURCES
         }
         if self.store is not None:
             snapshot["store_up"] = {f"kind={self.config.store_kind}": int(not self.store.problem)}
         return snapshot
 
-    def _daily_credits(self, day: str) -> dict[str, int]:
-        return self.store.daily_credits(day=day) if self.store is not None else {}
+    def _credits_today(self, day: str) -> Callable[[], dict[str, int]]:
+        """Return a reader of the day's credits per source that asks the store at most once.
 
-    def _capped(self, name: str, day: str, daily: dict[str, int] | None = None) -> bool:
+        The store answers for every source in one read, so one plan or report needs only one.
+        """
+        store = self.store
+        return functools.cache(lambda: store.daily_credits(day=day) if store is not None else {})
+
+    def _capped(self, name: str, daily: Callable[[], dict[str, int]]) -> bool:
         cap = self.config.source(name).daily_credit_cap
         if not cap or self.store is None:
             return False
-        used = (daily if daily is not None else self._daily_credits(day)).get(name, 0)
-        return used >= cap
+        return daily().get(name, 0) >= cap
 
     def search(self, request: SearchRequest) -> SearchResponse:
         """Run one search; raise `QueryError` or `NoResultsError` when it cannot answer."""
@@ -468,6 +471,7 @@ class Searcher:
         """
         plan: list[str] = []
         skipped: list[str] = []
+        daily = self._credits_today(day)
         for name, adapter in self._sources.items():
             if request.sources is not None and name not in request.sources:
                 continue
@@ -475,7 +479,7 @@ class Searcher:
             why = "missing key" if self._missing_key(name) else problem
             if why is None and adapter.query_too_long(query):
                 why = "query too long"
-            if why is None and self._capped(name, day):
+            if why is None and self._capped(name, daily):
                 why = "daily cap"
             if why is None:
                 plan.append(name)
