@@ -402,7 +402,9 @@ class Searcher:
                 response = self._finish(
                     request, query, hits, warnings, planned, skipped, started, 0, cached=True
                 )
-                self.metrics.observe("search_cache_hit_seconds", time.monotonic() - started)
+                self.metrics.observe(
+                    "search_cache_hit_seconds", self.deadline_clock.now() - started
+                )
                 return response
             self.metrics.inc("search_cache_miss")
 
