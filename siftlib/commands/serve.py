@@ -161,7 +161,8 @@ def _import_converter() -> None:
 def describe(config: Config, store: Store) -> str:
     """Return the start-up line: the enabled sources with their URLs, and the store."""
     sources = ", ".join(f"{s.name} {s.url}" for s in config.enabled_sources) or "none"
-    fault = f" ({store.problem})" if store.problem else ""
+    problem = store.problem  # a Redis store pings to answer: ask once
+    fault = f" ({problem})" if problem else ""
     if config.store_kind == "sqlite":
         return f"sources: {sources}; store: SQLite {config.db}{fault}"
     from siftlib.redis_store import describe_url
