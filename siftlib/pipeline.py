@@ -313,9 +313,7 @@ class Searcher:
             )
             if why:
                 found.append(f"search.{name}: {why}")
-        if self._secret_env_missing and any(
-            self.unavailable(name) == "missing key" for name in self._sources
-        ):
+        if self._secret_env_missing and any(map(self._missing_key, self._sources)):
             found.append("server.secret_env: file missing")
         problem = self.store.problem if self.store is not None else None
         if problem:
