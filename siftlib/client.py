@@ -104,7 +104,7 @@ def fetch_remote(
     """Fetch a page through a sift server (`POST /v1/fetch`); return its native envelope.
 
     The server's refusals come back as the library's errors: `blocked` → `Blocked`,
-    415 → `UnsupportedContent`-like `Blocked`, 408/500 → `FetchFailed`, 400 → `QueryError`.
+    415 → `UnsupportedContent`, 408/500 → `FetchFailed`, 400 → `QueryError`.
     """
     response = _post(url, "/v1/fetch", token, body, timeout=timeout)
     status = response.status_code
