@@ -95,6 +95,7 @@ __all__ = [
     "describe_kind",
     "is_public",
     "open_upstream",
+    "resolve",
 ]
 
 log = LazyLogger("sift")
@@ -248,7 +249,7 @@ def _is_metadata(address: IPAddress) -> bool:
     return address in _METADATA
 
 
-def _getaddrinfo(host: str, port: int) -> list[str]:
+def resolve(host: str, port: int) -> list[str]:
     """Resolve a host name to its TCP addresses, in the resolver's order, without repeats."""
     infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
@@ -587,7 +588,7 @@ def open_upstream(
     pin = _Pin(
         _origin(parsed),
         public=public and not allow_private,
-        resolver=resolver or _getaddrinfo,
+        resolver=resolver or resolve,
         clock=clock,
         refresh_interval=refresh_interval,
     )

@@ -52,9 +52,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from siftlib.dial import Connector, pinned_transport, wall_clock
+from siftlib.dial import Connector, Resolver, pinned_transport, wall_clock
 from siftlib.errors import Blocked, FetchFailed, QueryError, UnsupportedContent
-from siftlib.guard import Guard, Hop, Resolver
+from siftlib.guard import Guard, Hop
 
 if TYPE_CHECKING:
     from siftlib.config import FetchConfig

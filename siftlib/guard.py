@@ -30,7 +30,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
@@ -38,12 +38,10 @@ from urllib.parse import SplitResult, urlsplit
 
 import httpx
 
-from siftlib.dial import address_kind, describe_kind
+from siftlib.dial import Resolver, address_kind, describe_kind, resolve
 from siftlib.errors import Blocked, FetchFailed, QueryError
 
 __all__ = ["Guard", "Hop", "Pinhole", "parse_pinhole"]
-
-Resolver = Callable[[str, int], list[str]]
 
 MAX_URL_BYTES = 8 * 1024
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -104,18 +102,12 @@ def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
         return None
 
 
-def _getaddrinfo(host: str, port: int) -> list[str]:
-    """Resolve a host name to its TCP addresses, in the resolver's order, without repeats."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
-
 class Guard:
     """The rules of fetch.md §3, with the configured pinholes; one per fetcher."""
 
     def __init__(self, allow: Iterable[str] = (), *, resolver: Resolver | None = None) -> None:
         self.pinholes = tuple(parse_pinhole(entry) for entry in allow)
-        self._resolver = resolver or _getaddrinfo
+        self._resolver = resolver or resolve
         self._lookups: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
