@@ -462,8 +462,9 @@ def _extracted(tree: Any, base: str) -> Any:
         # menu and footer included: a short page's article, found with the minimum at 10
         # characters, keeps its structure unless it is less than half of that text.
         structured = _trafilatura_body(tree, short_pages=True)
-        if 2 * _length(structured) >= length:
-            body, length = structured, _length(structured)
+        structured_length = _length(structured)
+        if 2 * structured_length >= length:
+            body, length = structured, structured_length
     if not length:
         return None
     return _as_html(body, base, _SourceText(tree))
