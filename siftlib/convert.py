@@ -172,6 +172,7 @@ _XML_TAGS = {
     "graphic": "img",
     "div": "div",
 }
+_EMPHASIS = {"strong": "**", "b": "**", "em": "*", "i": "*", "del": "~~", "s": "~~"}
 _HI = {"#b": "b", "#i": "i", "#u": "u", "#t": "code", "#sub": "sub", "#sup": "sup"}
 _INLINE_PARENTS = frozenset(("p", "head", "hi", "ref", "item", "cell", "quote"))
 # A table holding these is page layout, not data: its cells are rendered as blocks.
@@ -696,7 +697,7 @@ class _Renderer:
             target = _absolute(element.get("href"), self.base)
             text = _squash(inner).replace("\n", " ")
             return f"{lead}[{text}]({target}){trail}" if target and text else inner
-        marker = {"strong": "**", "b": "**", "em": "*", "i": "*", "del": "~~", "s": "~~"}.get(tag)
+        marker = _EMPHASIS.get(tag)
         if marker is None:
             return inner
         return f"{lead}{marker}{inner.strip()}{marker}{trail}"
