@@ -742,9 +742,9 @@ class _Renderer:
         return "\n".join(rows)
 
     def _table(self, element: Any) -> list[str]:
-        rows = element.xpath("./tr|./thead/tr|./tbody/tr|./tfoot/tr")
         if element.xpath(_LAYOUT_TABLE):
             return self._blocks(element)  # a layout table: its cells are content blocks
+        rows = element.xpath("./tr|./thead/tr|./tbody/tr|./tfoot/tr")
         grid = [
             [
                 _squash(self._inline_children(cell)).replace("\n", " ").replace("|", "\\|")
