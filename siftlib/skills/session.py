@@ -48,7 +48,6 @@ from siftlib.skills.local import local_search
 from siftlib.skills.mode import DEFAULT_MODE, check_mode, configured_mode
 
 if TYPE_CHECKING:
-    import threading
     from concurrent.futures import Future
 
 _WORKERS = 4
@@ -197,7 +196,6 @@ def serve_stdio(
     """Answer JSON request lines until EOF, in `mode` unless a request names its own."""
     # Imported here: one-shot searches never pay for the thread pool.
     import queue
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     session, diagnostics = open_session()
