@@ -167,6 +167,12 @@ def project_folders(cwd: Path) -> list[Path]:
     return [cwd]
 
 
+def project_configs(cwd: Path) -> list[Path]:
+    """Return the project configs that exist (`.sift/config.toml` in `project_folders`)."""
+    paths = [folder / ".sift" / "config.toml" for folder in project_folders(cwd)]
+    return [path for path in paths if os.path.isfile(path)]
+
+
 def _by_name(skill: Skill) -> str:
     return skill.name
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from siftlib.config import read_toml
 from siftlib.errors import ConfigError
-from siftlib.skills.catalog import project_folders
+from siftlib.skills.catalog import project_configs
 from siftlib.skills.mode import MODES
 
 API_KEY_VARIABLE = "TYPESAFE_API_KEY"
@@ -79,7 +79,7 @@ _KNOWN = frozenset(f.name for f in fields(RerankSettings))
 def load_settings(config_path: Path, *, cwd: Path) -> tuple[RerankSettings, list[str]]:
     """Return the reranking settings of the global config, and diagnostics for the user."""
     diagnostics: list[str] = []
-    project_files = _project_configs(Path(os.path.abspath(cwd)))
+    project_files = project_configs(Path(os.path.abspath(cwd)))
     for path in project_files:
         if _has_reranking_table(path):
             diagnostics.append(
@@ -163,11 +163,6 @@ def _rule_broken(key: str, value: object) -> str | None:
 def _describe_key(key: str) -> str:
     """Name a key in a diagnostic only when it cannot be a pasted secret."""
     return f"key {key!r}" if _SHOWABLE_KEY.fullmatch(key) else "an unknown key"
-
-
-def _project_configs(cwd: Path) -> list[Path]:
-    paths = [folder / ".sift" / "config.toml" for folder in project_folders(cwd)]
-    return [path for path in paths if os.path.isfile(path)]
 
 
 def _has_reranking_table(path: Path) -> bool:

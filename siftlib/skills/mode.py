@@ -21,7 +21,7 @@ from pathlib import Path
 
 from siftlib.config import read_toml
 from siftlib.errors import ConfigError, ToolError
-from siftlib.skills.catalog import project_folders
+from siftlib.skills.catalog import project_configs
 
 MODES = ("keyword", "local")
 DEFAULT_MODE = "keyword"
@@ -37,8 +37,7 @@ def check_mode(value: object) -> str:
 def configured_mode(config_path: Path, *, cwd: Path) -> tuple[str, list[str]]:
     """Return the mode the configs choose (nearest project config first), and diagnostics."""
     diagnostics: list[str] = []
-    folders = project_folders(Path(os.path.abspath(cwd)))
-    for path in [*(folder / ".sift" / "config.toml" for folder in folders), config_path]:
+    for path in [*project_configs(Path(os.path.abspath(cwd))), config_path]:
         value = _mode_in(path)
         if value is None:
             continue
