@@ -101,8 +101,10 @@ def run(args: argparse.Namespace) -> int:
     finally:
         session.close()
     catalog = session.snapshot.catalog
-    answer = render_json(result, catalog=catalog) if args.json else None
-    print(json.dumps(answer) if answer else render_text(result, catalog=catalog))
+    if args.json:
+        print(json.dumps(render_json(result, catalog=catalog)))
+    else:
+        print(render_text(result, catalog=catalog))
     return 0
 
 
