@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -298,9 +298,9 @@ def test_deterministic_across_processes(catalog_dir: Path, tmp_path: Path) -> No
 
 
 def test_local_mode_on_the_real_catalog(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, write_real: Callable[[Path], Path]
+    capsys: pytest.CaptureFixture[str], real_skills_dir: Path
 ) -> None:
-    root = write_real(tmp_path)
+    root = real_skills_dir
     answer = run_json(
         capsys, "fill in a word document", "--mode", "local", "--skills-dir", str(root)
     )
@@ -309,19 +309,3 @@ def test_local_mode_on_the_real_catalog(
         capsys, "book a flight to lisbon", "--mode", "local", "--skills-dir", str(root)
     )
     assert answer["details"] == NONE_DETAILS
-
-
-@pytest.fixture
-def write_real() -> Callable[[Path], Path]:
-    from .conftest import write_real_catalog
-
-    real = REPO_ROOT.parent / "shared" / "realdata" / "skills" / "catalog.json"
-
-    def write(tmp_path: Path) -> Path:
-        if not real.is_file():
-            pytest.skip(f"{real} is absent: the real-catalog check needs the shared data")
-        root = tmp_path / "real-skills"
-        write_real_catalog(json.loads(real.read_text(encoding="utf-8")), root)
-        return root
-
-    return write
