@@ -3,8 +3,9 @@
 Sets: the fixture catalog (`testdata/skills/eval/`, 62 skills) and the real 119-skill catalog
 (`../shared/realdata/skills`, with the queries of `testdata/skills/realcatalog/`; left out,
 with the reason, when the shared data is absent). Each has a development half (`dev.jsonl`,
-tuned on) and two held-out sets, never tuned on: `heldout.jsonl`, the no-shared-word stress
-set (phrased from the user's side with no word of the expected skill's name or description),
+tuned on), a development set in the issue's mix (`dev_mixed.jsonl`, written blind like
+`heldout_mixed.jsonl`, for tuning) and two held-out sets, never tuned on: `heldout.jsonl`,
+the no-shared-word stress set (phrased from the user's side with no word of the expected skill's name or description),
 and `heldout_mixed.jsonl`, in the issue's mix (direct requests, paraphrases, near-misses and
 a quarter no-fit), written by another engineer blind to the scorer.
 
@@ -90,7 +91,7 @@ def main() -> None:
     )
     sweeps = []
     for label, (catalog, folder) in catalogs.items():
-        for half in ("dev", "heldout", "heldout_mixed"):
+        for half in ("dev", "dev_mixed", "heldout", "heldout_mixed"):
             fixtures = load_fixtures(folder / f"{half}.jsonl", catalog)
             modes = {
                 mode: evaluate(mode, catalog, {half: fixtures}, limit=5)[half]

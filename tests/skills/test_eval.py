@@ -361,10 +361,10 @@ class TestHalves:
     def test_a_folder_reports_each_half_and_both(self, capsys: pytest.CaptureFixture[str]) -> None:
         code, report = run_json(capsys, "--fixtures", str(CATALOG.parent))
         assert code == 0
-        assert list(report["sets"]) == ["dev", "heldout", "heldout_mixed"]
+        assert list(report["sets"]) == ["dev", "dev_mixed", "heldout", "heldout_mixed"]
         sets = report["sets"]
-        assert [half["queries"] for half in sets.values()] == [194, 60, 64]
-        assert report["queries"] == 318
+        assert [half["queries"] for half in sets.values()] == [194, 80, 60, 64]
+        assert report["queries"] == 398
         catalog = load_catalog([CATALOG])
         for name, path in (("dev", FIXTURES), ("heldout", HELD_OUT), ("heldout_mixed", MIXED)):
             hits = declined = 0
@@ -389,7 +389,7 @@ class TestHalves:
         out = capsys.readouterr().out
         assert "heldout: 60 labelled queries (48 expect a skill, 12 expect none)" in out
         assert "heldout_mixed: 64 labelled queries (48 expect a skill, 16 expect none)" in out
-        assert "all sets: 318 labelled queries (230 expect a skill, 88 expect none)" in out
+        assert "all sets: 398 labelled queries (290 expect a skill, 108 expect none)" in out
 
     def test_a_folder_without_fixtures_is_a_tool_error(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -432,7 +432,7 @@ class TestRealCatalog:
         )
         assert code == 0
         assert report["skills"] == 115  # 119 entries, one shadowed name, three disabled
-        assert list(report["sets"]) == ["dev", "heldout", "heldout_mixed"]
+        assert list(report["sets"]) == ["dev", "dev_mixed", "heldout", "heldout_mixed"]
         assert report["queries"] >= 100
         assert 0.2 <= report["expect_none"] / report["queries"] <= 0.3
         for half in report["sets"].values():
