@@ -5,9 +5,10 @@ Sets: the fixture catalog (`testdata/skills/eval/`, 62 skills) and the real 119-
 with the reason, when the shared data is absent). Each has a development half (`dev.jsonl`,
 tuned on), a development set in the issue's mix (`dev_mixed.jsonl`, written blind like
 `heldout_mixed.jsonl`, for tuning) and two held-out sets, never tuned on: `heldout.jsonl`,
-the no-shared-word stress set (phrased from the user's side with no word of the expected skill's name or description),
-and `heldout_mixed.jsonl`, in the issue's mix (direct requests, paraphrases, near-misses and
-a quarter no-fit), written by another engineer blind to the scorer.
+the no-shared-word stress set (phrased from the user's side with no word of the expected
+skill's name or description), and `heldout_mixed.jsonl`, in the issue's mix (direct requests,
+paraphrases, near-misses and a quarter no-fit), written by another engineer blind to the
+scorer.
 
 Figures per half:
 - keyword and local mode (spec §10): selection (the expected skill first, over queries that
