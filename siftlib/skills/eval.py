@@ -11,8 +11,8 @@ The command is `sift rerank-skills eval` (`siftlib.commands.rerank_skills_eval`)
 
 A fixtures file holds one `{"query": "…", "expect": "<skill name>" | null}` object per line.
 `--fixtures` names one file, or a folder whose `*.jsonl` files are sets reported side by side
-(ours: `dev.jsonl`, the development half the scorer is tuned on, and `heldout.jsonl`, written
-by another method and never tuned on) and together. The catalog is the `--skills-dir`
+(ours: `dev*.jsonl`, the development sets the scorer is tuned on, and `heldout*.jsonl`,
+written by other methods and never tuned on) and together. The catalog is the `--skills-dir`
 folders, or else the `catalog/` folder beside the fixtures file (inside the fixtures folder);
 only skills under those folders count (the user's and the project's skill folders are left
 out, so figures do not depend on the machine). With neither, it is the catalog a search from
