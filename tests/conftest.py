@@ -8,6 +8,7 @@ tests carry the `realdata` marker, so `pytest -m realdata` runs exactly them.
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,6 +67,20 @@ def clean_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 def fresh_process_banner(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let each test see the once-per-process `--allow-private-upstreams` banner afresh."""
     monkeypatch.setattr(dial, "_banner_shown", False)
+
+
+# What `configure_logging` switches off process-wide; a test running `sift serve` or `sift mcp`
+# in-process must not leave a later test in the same worker without caller lookup.
+_LOGGING_FLAGS = ("logThreads", "logProcesses", "logMultiprocessing", "_srcfile")
+
+
+@pytest.fixture(autouse=True)
+def restore_logging_flags() -> Iterator[None]:
+    """Put back logging's module-wide switches after each test."""
+    saved = {flag: getattr(logging, flag) for flag in _LOGGING_FLAGS}
+    yield
+    for flag, value in saved.items():
+        setattr(logging, flag, value)
 
 
 @pytest.fixture(scope="session")
