@@ -28,6 +28,7 @@ Decisions (search.md §3 asks for the traps of the stdlib stack closed):
 from __future__ import annotations
 
 import json
+import math
 import re
 import socket
 import struct
@@ -161,7 +162,7 @@ def connection_closes(fields: Mapping[str, list[str]], major_minor: tuple[int, i
     return "close" in tokens or (major_minor < (1, 1) and "keep-alive" not in tokens)
 
 
-_date_cache: tuple[int, str] = (0, "")
+_date_cache: tuple[float, str] = (math.nan, "")  # NaN equals no second: the first call formats
 
 
 def http_date(timestamp: float | None = None) -> str:
