@@ -69,18 +69,22 @@ def fresh_process_banner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dial, "_banner_shown", False)
 
 
-# What `configure_logging` switches off process-wide; a test running `sift serve` or `sift mcp`
+# What `configure_logging` changes process-wide; a test running `sift serve` or `sift mcp`
 # in-process must not leave a later test in the same worker without caller lookup.
 _LOGGING_FLAGS = ("logThreads", "logProcesses", "logMultiprocessing", "_srcfile")
+_LOGGER_NAMES = ("", "httpx", "httpcore")
 
 
 @pytest.fixture(autouse=True)
-def restore_logging_flags() -> Iterator[None]:
-    """Put back logging's module-wide switches after each test."""
-    saved = {flag: getattr(logging, flag) for flag in _LOGGING_FLAGS}
+def restore_logging() -> Iterator[None]:
+    """Put back logging's module-wide switches and the levels sift sets, after each test."""
+    flags = {flag: getattr(logging, flag) for flag in _LOGGING_FLAGS}
+    levels = {name: logging.getLogger(name).level for name in _LOGGER_NAMES}
     yield
-    for flag, value in saved.items():
+    for flag, value in flags.items():
         setattr(logging, flag, value)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
 
 
 @pytest.fixture(scope="session")

@@ -21,18 +21,9 @@ KEYS = {"TAVILY_API_KEY": "tvly-key-0000secret", "BRAVE_API_KEY": "brave-key-111
 
 
 @pytest.fixture(autouse=True)
-def serve_logging() -> Iterator[None]:
-    """Configure logging as `sift serve` does, and put it back afterwards."""
-    names = ("", "httpx", "httpcore")
-    saved = {name: logging.getLogger(name).level for name in names}
-    flags = ("logThreads", "logProcesses", "logMultiprocessing", "_srcfile")
-    saved_flags = {flag: getattr(logging, flag) for flag in flags}
+def serve_logging() -> None:
+    """Configure logging as `sift serve` does (the conftest puts it back afterwards)."""
     configure_logging()
-    yield
-    for name, level in saved.items():
-        logging.getLogger(name).setLevel(level)
-    for flag, value in saved_flags.items():
-        setattr(logging, flag, value)
 
 
 @pytest.fixture

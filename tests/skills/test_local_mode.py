@@ -300,12 +300,11 @@ def test_deterministic_across_processes(catalog_dir: Path, tmp_path: Path) -> No
 def test_local_mode_on_the_real_catalog(
     capsys: pytest.CaptureFixture[str], real_skills_dir: Path
 ) -> None:
-    root = real_skills_dir
     answer = run_json(
-        capsys, "fill in a word document", "--mode", "local", "--skills-dir", str(root)
+        capsys, "fill in a word document", "--mode", "local", "--skills-dir", str(real_skills_dir)
     )
     assert names(answer)[0] == "docx" and answer["details"]["total"] < 10
     answer = run_json(
-        capsys, "book a flight to lisbon", "--mode", "local", "--skills-dir", str(root)
+        capsys, "book a flight to lisbon", "--mode", "local", "--skills-dir", str(real_skills_dir)
     )
     assert answer["details"] == NONE_DETAILS
