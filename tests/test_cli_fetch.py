@@ -185,3 +185,10 @@ def test_the_agent_skill_reads_result_pages_with_sift_fetch() -> None:
     assert "sift fetch https://" in text
     assert "| 4 | `sift fetch` only" in text
     assert "read a result page with `sift fetch`" in text.split("---")[1]
+
+
+def test_the_format_choices_are_the_native_routes_formats() -> None:
+    from siftlib.commands.fetch import FORMATS
+    from siftlib.scrape import NATIVE_FORMATS
+
+    assert FORMATS == NATIVE_FORMATS

@@ -22,6 +22,8 @@ from siftlib.errors import (
     UnreachableError,
 )
 
+# `siftlib.scrape.NATIVE_FORMATS`, spelled out so that building the parser imports no httpx
+# (a test keeps the two equal).
 FORMATS = ("markdown", "text", "html", "links")
 
 
