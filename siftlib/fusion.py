@@ -25,6 +25,7 @@ order, and iterated in the fixed source order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from siftlib.canonical_url import canonical_url
@@ -95,7 +96,9 @@ def fuse(
         prefix = None
     pages = _collect(by_source, order)
     for page in pages:
-        page.hit = page.hit._replace(score=sum(1 / (RRF_K + rank) for rank in page.ranks))
+        # fsum rounds the exact sum once, so equal rank sets score equal whatever their source
+        # order, and ties fall to the rules below rather than to rounding.
+        page.hit = page.hit._replace(score=math.fsum(1 / (RRF_K + rank) for rank in page.ranks))
 
     def rank_key(page: _Merged) -> tuple[int, int, float, int, int, int]:
         if prefix is not None and page.source_index == 0:

@@ -56,6 +56,24 @@ def test_exact_tie_falls_to_attribution_source_then_first_seen() -> None:
     assert [h.source for h in fused] == ["searxng", "searxng"]
 
 
+def test_a_tie_in_exact_arithmetic_is_a_tie_whatever_the_rounding() -> None:
+    # x ranks 1, 7, 2 and y ranks 2, 1, 7: the same three terms, which a left-to-right float
+    # sum rounds differently. The tie falls to best rank (both 1), source (both searxng),
+    # then first seen: x.
+    filler = [hit(f"https://f{i}.com", "s") for i in range(5)]
+    x, y = hit("https://x.com", "s"), hit("https://y.com", "s")
+    by_source = {
+        "searxng": [x, y],
+        "brave_llm": [y, *filler, x],
+        "tavily": [hit("https://t.com", "t"), x, *filler[:4], y],
+    }
+    fused = fuse(by_source, order=ORDER)
+    assert 1 / 61 + 1 / 67 + 1 / 62 != 1 / 62 + 1 / 61 + 1 / 67  # the rounding this guards
+    first_two = [h for h in fused if h.url in ("https://x.com", "https://y.com")]
+    assert [h.url for h in first_two] == ["https://x.com", "https://y.com"]
+    assert first_two[0].score == first_two[1].score
+
+
 def test_first_source_keeps_url_and_title_and_longer_snippet_wins() -> None:
     by_source = {
         "searxng": [hit("https://A.com/page/", "searxng", snippet="short", title="SearXNG title")],
