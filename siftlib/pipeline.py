@@ -83,6 +83,13 @@ source_log = LazyLogger("sift.source")  # a failed source, for the operator's lo
 MAX_BODY_BYTES = 2 * 1024 * 1024
 _CHUNK = 64 * 1024
 _WORKERS = 64
+_COUNTERS_AT_START: dict[str, object] = {
+    "search_queries": {},
+    "search_credits": {},
+    "search_errors": {},
+    "search_cache_hit": 0,
+    "search_cache_miss": 0,
+}
 
 
 class SearchRequest(NamedTuple):
@@ -343,7 +350,9 @@ class Searcher:
 
     def metrics_snapshot(self) -> dict[str, object]:
         """Return the `/metrics` JSON: counters, plus today's credits and capped state."""
-        snapshot: dict[str, object] = dict(self.metrics.snapshot())
+        # Every counter search.md §3.3 names is present from the start, at zero or empty.
+        counters = {**_COUNTERS_AT_START, **self.metrics.snapshot()}
+        snapshot: dict[str, object] = dict(sorted(counters.items()))
         daily = self._credits_today(utc_day(self.clock()))
         snapshot["search_daily_credits"] = {f"source={n}": daily().get(n, 0) for n in PAID_SOURCES}
         snapshot["search_capped"] = {
@@ -639,6 +648,7 @@ class Searcher:
         from siftlib.dial import LookupFailed, UpstreamRefused
 
         adapter = self._sources[name]
+        charged = 0  # a provider bills a 2xx answer, usable or not
         try:
             upstream = self._upstream(name)
             remaining = max(0.001, deadline - self.deadline_clock.now())
@@ -649,6 +659,7 @@ class Searcher:
                     return SourceOutcome(
                         name, failure=adapter.describe_status(response.status_code)
                     )
+                charged = adapter.credits_per_call
                 body = _read_capped(response, deadline, self.deadline_clock.now)
             finally:
                 response.close()
@@ -660,20 +671,20 @@ class Searcher:
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol):
             return SourceOutcome(name, failure="connection failed", sent=False)
         except (httpx.TimeoutException, _Deadline):
-            return SourceOutcome(name, failure="timeout")
+            return SourceOutcome(name, failure="timeout", credits=charged)
         except _TooLarge:
-            return SourceOutcome(name, failure="too large")
+            return SourceOutcome(name, failure="too large", credits=charged)
         except Unresponsive:
-            return SourceOutcome(name, failure="unresponsive")
+            return SourceOutcome(name, failure="unresponsive", credits=charged)
         except BadResponse:
-            return SourceOutcome(name, failure="bad response")
+            return SourceOutcome(name, failure="bad response", credits=charged)
         except httpx.TooManyRedirects:
             return SourceOutcome(name, failure="bad response")
         except httpx.HTTPError:
-            return SourceOutcome(name, failure="connection failed")
+            return SourceOutcome(name, failure="connection failed", credits=charged)
         except Exception as exc:  # a failing source is recorded, never raised
             log.warning("%s: bad response (%s)", name, type(exc).__name__)
-            return SourceOutcome(name, failure="bad response")
+            return SourceOutcome(name, failure="bad response", credits=charged)
         return SourceOutcome(
             name,
             hits=tuple(answer.hits),

@@ -440,6 +440,54 @@ def test_uncapped_paid_credits_still_count_toward_the_daily_total(
     assert snapshot["search_capped"] == {"source=brave_llm": 0, "source=tavily": 0}
 
 
+@pytest.mark.parametrize(
+    ("status", "paid", "booked"),
+    [(200, b"not json", 1), (200, b'{"results": 5}', 1), (500, b"{}", 0)],
+    ids=["2xx-not-json", "2xx-bad-shape", "5xx"],
+)
+def test_a_paid_2xx_answer_costs_its_credit_even_when_unusable(
+    tmp_path: Path, httpserver: HTTPServer, status: int, paid: bytes, booked: int
+) -> None:
+    from siftlib.store import open_store
+
+    httpserver.expect_request("/brave").respond_with_data(paid, status=status)
+    httpserver.expect_request("/tavily", method="POST").respond_with_data(paid, status=status)
+    path = tmp_path / "config.toml"
+    path.write_text(
+        f'[search.brave_llm]\nenabled = true\nurl = "{httpserver.url_for("brave")}"\n'
+        f"daily_credit_cap = 10\n"
+        f'[search.tavily]\nenabled = true\nurl = "{httpserver.url_for("tavily")}"\n'
+    )
+    store = open_store(tmp_path / "server.db")
+    searcher = Searcher(
+        load_config(str(path)),
+        Secrets(KEYS, environ={}),
+        store=store,
+        clock=lambda: 1_764_475_200.0,
+        allow_private_upstreams=True,
+    )
+    try:
+        with pytest.raises(NoResultsError):
+            searcher.search(SearchRequest(query="sqlite wal mode"))
+        snapshot = searcher.metrics_snapshot()
+    finally:
+        searcher.close()
+        store.close()
+    daily = {"source=brave_llm": booked, "source=tavily": booked}
+    assert snapshot["search_daily_credits"] == daily
+    spent = {"caller=local,source=brave_llm": booked, "caller=local,source=tavily": booked}
+    assert snapshot["search_credits"] == (spent if booked else {})
+
+
+def test_metrics_name_every_search_counter_before_the_first_search(
+    make_searcher: Callable[..., Searcher],
+) -> None:
+    snapshot = make_searcher().metrics_snapshot()
+    assert snapshot["search_cache_hit"] == snapshot["search_cache_miss"] == 0
+    assert snapshot["search_queries"] == snapshot["search_credits"] == {}
+    assert snapshot["search_errors"] == {}
+
+
 NESTED = b"[" * 100_000 + b"]" * 100_000  # 200 KB: under the body cap, over the decoder's depth
 
 

@@ -63,7 +63,8 @@ def test_a_hostile_upstream_is_a_warning_and_the_answer_stays_strict_json(
         assert {hit["source"] for hit in body["results"]} == {"searxng"}
     else:
         assert body["success"] is True and len(body["data"]["web"]) == 4
-    assert metrics.json["search_daily_credits"]["source=tavily"] == 0
+    # The 2xx answer was billed; with no usable `usage.credits` it counts one (search.md §5).
+    assert metrics.json["search_daily_credits"]["source=tavily"] == 1
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,7 @@ class Source:
     key_name: ClassVar[str | None] = None
     max_query_chars: ClassVar[int | None] = None
     max_query_words: ClassVar[int | None] = None
+    credits_per_call: ClassVar[int] = 0  # what a 2xx answer costs when it does not say
 
     def __init__(self, url: str) -> None:
         self.url = url

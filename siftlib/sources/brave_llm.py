@@ -28,6 +28,7 @@ class BraveLLM(Source):
     key_name = "BRAVE_API_KEY"
     max_query_chars = 400
     max_query_words = 50
+    credits_per_call = 1
 
     def build_request(self, query: str, *, k: int, key: str | None, page: int = 1) -> httpx.Request:
         import httpx
@@ -65,7 +66,7 @@ class BraveLLM(Source):
                 seen.add(canonical_url(url))
                 title = text(meta.get("title")) if isinstance(meta, dict) else ""
                 hits.append(Hit(url, title, "", 0.0, self.name, published=_published(meta)))
-        return Answer(hits, credits=1)
+        return Answer(hits, credits=self.credits_per_call)
 
 
 def _published(meta: Any) -> str | None:

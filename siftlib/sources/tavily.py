@@ -69,6 +69,7 @@ class Tavily(Source):
     name = "tavily"
     key_name = "TAVILY_API_KEY"
     max_query_chars = 400
+    credits_per_call = 1  # an answer with no `usage.credits`
 
     def build_request(self, query: str, *, k: int, key: str | None, page: int = 1) -> httpx.Request:
         import httpx
@@ -101,7 +102,7 @@ def credits_used(data: dict[str, object]) -> int:
     usage = data.get("usage")
     credits = usage.get("credits") if isinstance(usage, dict) else None
     if credits is None:
-        return 1
+        return Tavily.credits_per_call
     if isinstance(credits, bool) or not isinstance(credits, int | float):
         raise BadResponse("usage.credits is not a number")
     spent = number(credits)
