@@ -196,7 +196,8 @@ def test_an_unreachable_gateway_says_to_fall_back(tmp_path: Path) -> None:
     result = run(toolbox, "web_search", {"query": "x"})
     toolbox.close()
     assert result.is_error is True
-    assert result.text.endswith("Use your built-in web search instead.")
+    assert result.text.endswith("; use your built-in web search instead.")
+    assert result.text.count(". ") == 0  # one sentence (mcp.md)
     assert url in result.text
 
 
@@ -451,6 +452,11 @@ def test_defaults_are_filled_in() -> None:
     }
 
 
+def test_a_whole_number_sent_as_a_float_is_an_integer() -> None:
+    checked = check_arguments(SCHEMA, {"url": "u", "limit": 2.0})
+    assert checked["limit"] == 2 and isinstance(checked["limit"], int)
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -460,7 +466,8 @@ def test_defaults_are_filled_in() -> None:
         ({"url": "u", "extra": 1}, "unknown argument 'extra'"),
         ({"url": 5}, "'url' must be a string"),
         ({"url": "u", "limit": True}, "'limit' must be an integer"),
-        ({"url": "u", "limit": 2.0}, "'limit' must be an integer"),
+        ({"url": "u", "limit": 2.5}, "'limit' must be an integer"),
+        ({"url": "u", "limit": 21.0}, "'limit' must be an integer from 1 to 20"),
         ({"url": "u", "limit": 0}, "'limit' must be an integer from 1 to 20"),
         ({"url": "u", "limit": 21}, "'limit' must be an integer from 1 to 20"),
         ({"url": "u", "main": 1}, "'main' must be true or false"),

@@ -440,9 +440,9 @@ def _failure(exc: SiftError) -> ToolResult:
     warnings = getattr(exc, "warnings", [])
     if warnings:
         text += f" ({'; '.join(warnings)})"
-    text = text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
-    if isinstance(exc, UnreachableError):
-        text += " Use your built-in web search instead."
+    text = text[:1].upper() + text[1:].removesuffix(".")
+    # mcp.md §4: one sentence, the way out included.
+    text += "; use your built-in web search instead." if isinstance(exc, UnreachableError) else "."
     return ToolResult(text, is_error=True)
 
 
@@ -547,6 +547,9 @@ def _check_value(name: str, rules: Mapping[str, Any], value: object) -> object:
                 f"Invalid arguments: {name!r} is over {rules['maxLength']} characters."
             )
     elif kind == "integer":
+        # JSON Schema's integer is any number with no fractional part: 8.0 is valid.
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ArgumentError(f"Invalid arguments: {name!r} must be an integer.")
         low, high = rules.get("minimum"), rules.get("maximum")
