@@ -7,8 +7,11 @@
 Steps for HTML:
 1. decode (`decode`): a BOM, else the `Content-Type` charset, else `<meta charset>` or
    http-equiv in the first 4 KiB, else strict UTF-8, else windows-1252 — never an exception
-   on bad bytes (undecodable bytes become U+FFFD). As browsers do (WHATWG Encoding),
-   ISO-8859-1 and ASCII labels mean windows-1252, and a `<meta>` naming UTF-16 means UTF-8;
+   on bad bytes (undecodable bytes become U+FFFD). As browsers do (WHATWG Encoding), only
+   a label for one of the web's encodings counts (`_WEB_ENCODINGS`: not Python's `idna`,
+   `punycode`, `undefined` or `utf-7`, which raise, drop bytes or smuggle markup), each
+   decoded as a browser does (ISO-8859-1 and ASCII mean windows-1252, Shift_JIS means
+   windows-31J, …), and a `<meta>` naming UTF-16 means UTF-8;
 2. parse with lxml (libxml2's HTML parser: forgiving, and ten times the speed of the
    stdlib's `html.parser` on a 100 KB page; every element an `HtmlElement`, see
    `_html_parser`); title, description and language from the head
@@ -67,7 +70,30 @@ _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 _CONTROLS = "".join(map(chr, (*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20))))
 _CONTROL = re.compile(f"[{re.escape(_CONTROLS)}]")
-_LATIN1_LABELS = frozenset(("iso-8859-1", "iso8859-1", "latin1", "latin-1", "us-ascii", "ascii"))
+# The encodings of the WHATWG Encoding standard, by Python's codec names. A label for any
+# other codec is ignored: Python's also hold transforms and encodings no browser knows.
+_WEB_ENCODINGS = frozenset(
+    (
+        *("utf-8", "utf-16-le", "utf-16-be"),
+        *("cp866", "koi8-r", "koi8-u", "mac-roman", "mac-cyrillic", "cp874"),
+        *(f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 10, 13, 14, 15, 16)),
+        *(f"cp125{n}" for n in range(9)),
+        *("gbk", "gb18030", "big5hkscs", "euc_jp", "iso2022_jp", "cp932", "cp949"),
+    )
+)
+# Labels Python reads as one codec and a browser as a larger one (the standard's label table).
+_BROWSER_READS = {
+    "ascii": "cp1252",
+    "iso8859-1": "cp1252",
+    "iso8859-9": "cp1254",
+    "iso8859-11": "cp874",
+    "tis-620": "cp874",
+    "gb2312": "gbk",
+    "big5": "big5hkscs",
+    "shift_jis": "cp932",
+    "euc_kr": "cp949",
+    "utf-16": "utf-16-le",
+}
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")
 _BR = "\ue000"  # a line break inside a paragraph, kept through whitespace folding
 _BREAK = re.compile(f" ?{_BR} ?")
@@ -229,15 +255,13 @@ def decode(body: bytes, content_type: str = "", *, html_page: bool = False) -> s
 
 
 def _codec(label: str) -> str | None:
-    """Return the Python codec for a charset label, or None when unknown or not text."""
-    label = label.strip().lower()
-    if label in _LATIN1_LABELS:
-        return "cp1252"
+    """Return the Python codec a browser decodes a charset label with, or None if none."""
     try:
-        info = codecs.lookup(label)
-    except LookupError:
+        name = codecs.lookup(label.strip()).name
+    except (LookupError, ValueError):  # ValueError: a label with a NUL in it
         return None
-    return info.name if getattr(info, "_is_text_encoding", True) else None
+    name = _BROWSER_READS.get(name, name)
+    return name if name in _WEB_ENCODINGS else None
 
 
 def convert(

@@ -294,7 +294,21 @@ def test_broken_or_empty_pages_convert_without_an_exception(body: bytes) -> None
         (b"\x81", "", "\ufffd"),
         ("é".encode("cp1252"), "text/html; charset=latin1", "é"),
         ("é".encode("utf-16-le"), "text/html; charset=utf-16le", "é"),
+        ("①".encode("cp932"), "text/html; charset=Shift_JIS", "①"),  # windows-31J, as browsers
     ],
 )
 def test_decode_never_raises(body: bytes, content_type: str, expected: str) -> None:
     assert decode(body, content_type) == expected
+
+
+@pytest.mark.parametrize(
+    "label", ["undefined", "idna", "punycode", "utf-7", "unicode_escape", "rot13", "cp500"]
+)
+def test_a_charset_no_browser_knows_falls_back_to_utf8_then_windows_1252(label: str) -> None:
+    # Python codecs, not web encodings: `undefined` and `idna` raise, `punycode` drops bytes,
+    # `utf-7` turns "+ADw-" into "<"; a browser ignores such a label, and so does sift.
+    for text, encoding in (("<p>+ADw-é</p>", "utf-8"), ("<p>+ADw-é \\x41</p>", "cp1252")):
+        body = text.encode(encoding)
+        assert decode(body, f"text/html; charset={label}") == text
+        meta = f"<meta charset={label}>".encode()
+        assert decode(meta + body, "text/html", html_page=True) == meta.decode() + text

@@ -168,6 +168,13 @@ def test_a_body_without_content_type_is_sniffed() -> None:
         (ARTICLE.encode("cp1252"), "text/html; charset=no-such-charset", "Crème brûlée für alle."),
         (ARTICLE.encode("cp1252"), "text/html; charset=utf-8", "Cr�me br�l�e f�r alle."),
         (ARTICLE.encode("utf-8"), "text/html; charset=base64", "Crème brûlée für alle."),
+        (ARTICLE.encode("cp1252"), "text/html; charset=undefined", "Crème brûlée für alle."),
+        (ARTICLE.encode("cp1252"), "text/html; charset=idna", "Crème brûlée für alle."),
+        (
+            ARTICLE.replace("<head>", "<head><meta charset=idna>").encode("utf-8"),
+            "text/html",
+            "Crème brûlée für alle.",
+        ),
         (
             ARTICLE.replace("<head>", "<head><meta charset='koi8-r'>").encode("koi8-r", "replace"),
             "text/html",
