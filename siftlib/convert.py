@@ -25,7 +25,8 @@ Steps for HTML:
    (measured on testdata/fetch: it scores above our own heuristic, see README "Reading
    pages"), with its own settings, as the article benchmark runs it; only a result under
    its 250-character minimum is tried again with the minimum at 10 (`_settings`), so a
-   short page keeps its structure instead of a flat dump with its menu; when it finds
+   short page keeps its structure instead of a flat dump with its menu; a `<pre>` reaches it
+   as `<pre><code>` (`_wrap_code`), the one shape it always keeps as code; when it finds
    nothing, `_own_main` keeps the largest `<article>`/`<main>`, else the body, without
    navigation, headers, footers, sidebars, cookie banners, share bars and comment threads
    (class and id patterns). trafilatura's XML tree is renamed to HTML
@@ -317,6 +318,7 @@ def convert_html(
         if part is None:
             part = tree
         if main_content:
+            _wrap_code(tree)
             extracted = _extracted(tree, base)
             part = extracted if extracted is not None else _own_main(part)
         if "html" in formats:
@@ -472,6 +474,18 @@ def _language_of(pre: Any) -> str:
         if match:
             return str(match.group(1)).lower()
     return ""
+
+
+def _wrap_code(tree: Any) -> None:
+    """Put the content of each `<pre>` in a `<code>`, so the extractor keeps it as code."""
+    # trafilatura takes a `<pre>` for code only with a lone `<code>` child, a `lang` or a
+    # highlighter's marks; any other is a quote, and its lines run together.
+    for pre in list(tree.iter("pre")):
+        if not _only_code(pre):
+            code = pre.makeelement("code", {})
+            code.text, pre.text = pre.text, None
+            code.extend(list(pre))  # moves the children, each with its tail
+            pre.append(code)
 
 
 def _code_key(text: str) -> str:

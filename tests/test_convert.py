@@ -159,6 +159,19 @@ def test_no_space_is_added_inside_a_word_the_page_writes_whole() -> None:
     assert "**H**äuser" in content
 
 
+@pytest.mark.parametrize(
+    ("pre", "fence"),
+    [("<pre>", "```"), ("<pre class='lang-sh'>", "```sh"), ("<pre class='brush: sh'>", "```sh")],
+)
+def test_a_pre_without_code_keeps_its_lines_in_a_fenced_block(pre: str, fence: str) -> None:
+    words = "Run these two commands in a terminal to build the tool from its sources. " * 4
+    body = (
+        f"<article><h1>Install</h1><p>{words}</p>{pre}$ ./configure\n$ make</pre>"
+        f"<p>{words}</p></article>"
+    )
+    assert f"\n\n{fence}\n$ ./configure\n$ make\n```\n\n" in html(body).content
+
+
 def test_a_short_page_keeps_its_structure_and_not_its_menu() -> None:
     body = (
         "<nav><a href='/'>Home</a> <a href='/about'>About</a></nav><article><h1>Short</h1>"
