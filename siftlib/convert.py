@@ -127,11 +127,10 @@ _DROPPED = (
     "head",
 )
 # Candidates only: the style is read in Python (an XPath translate() on every element is
-# slower than the whole cleaning step).
-_HIDDEN = (
-    "//*[@hidden or @aria-hidden='true' or contains(@style, 'none') or contains(@style, 'hidden')]"
-)
+# slower than the whole cleaning step), as CSS reads it: in any case, spaces anywhere.
+_HIDDEN = "//*[@hidden or @aria-hidden or @style]"
 _HIDDEN_STYLES = ("display:none", "visibility:hidden")
+_STYLE_SIZE = re.compile(r"(?:^|;)(width|height):([^;!]*)")
 _BOILERPLATE_TAGS = ("nav", "header", "footer", "aside")
 _BOILERPLATE = re.compile(
     r"(^|[\s_-])(comments?|share|sharing|social|cookies?|consent|gdpr|banner|related|sidebar"
@@ -426,24 +425,16 @@ def _joined(base: str, href: str) -> str:
 def _clean(tree: Any) -> None:
     lxml.etree.strip_elements(tree, *_DROPPED, lxml.etree.Comment, with_tail=False)
     for element in tree.xpath(_HIDDEN):
-        style = (element.get("style") or "").replace(" ", "")
+        style = _style(element)
         if (
             element.get("hidden") is not None
-            or element.get("aria-hidden") == "true"
+            or (element.get("aria-hidden") or "").strip().lower() == "true"
             or any(hidden in style for hidden in _HIDDEN_STYLES)
         ):
             element.drop_tree()
     for image in tree.xpath("//img"):
         src = (image.get("src") or "").strip().lower()
-        if (
-            src.startswith("data:")
-            or not src
-            or (image.get("width"), image.get("height"))
-            in (
-                ("1", "1"),
-                ("0", "0"),
-            )
-        ):
+        if src.startswith("data:") or not src or _tracking_pixel(image):
             image.drop_tree()
     for anchor in tree.xpath("//a[string-length(normalize-space()) < 3]"):
         # Heading permalinks (Sphinx's ¶, GitHub's #): a mark, not content.
@@ -453,6 +444,21 @@ def _clean(tree: Any) -> None:
         # Some sites wrap the whole page in one <form> (ASP.NET): keep a form with an article.
         if not form.xpath(".//article|.//main|.//p[4]"):
             form.drop_tree()
+
+
+def _style(element: Any) -> str:
+    """Return an element's inline style in lower case, without whitespace."""
+    return "".join((element.get("style") or "").split()).lower()
+
+
+def _tracking_pixel(image: Any) -> bool:
+    """Tell whether an image is at most 1×1 pixel, by its style or else its attributes."""
+    sizes = dict(_STYLE_SIZE.findall(_style(image)))  # the last of each wins, as in CSS
+    for side in ("width", "height"):
+        size = sizes.get(side, image.get(side) or "").strip().lower()
+        if size.removesuffix("px") not in ("0", "1"):
+            return False
+    return True
 
 
 def _code_languages(tree: Any) -> dict[str, str]:

@@ -261,6 +261,25 @@ def test_hidden_elements_base64_images_and_pixels_are_dropped() -> None:
     assert "![A photo](https://news.example/photo.jpg)" in document.content
 
 
+@pytest.mark.parametrize("main", [True, False])
+def test_hidden_styles_and_pixels_are_read_as_css_reads_them(main: bool) -> None:
+    words = "Visible words stay in the page for the reader to see, as its article. " * 4
+    content = html(
+        f"<body><article><h1>Page</h1><p>{words}</p>"
+        "<p style='Display: None'>hidden one</p><p style='VISIBILITY :\tHidden'>hidden two</p>"
+        "<p aria-hidden='TRUE'>hidden three</p>"
+        "<img src='/a.gif' width='1px' height='1PX' alt='pixel one'>"
+        "<img src='/b.gif' style='Width: 1px; height:0' alt='pixel two'>"
+        "<img src='/wide.jpg' width='1' height='1' style='width: 300px; height: 200px' alt='Wide'>"
+        f"<p>{words}</p></article></body>",
+        main=main,
+    ).content
+    assert "Visible words stay" in content
+    assert "hidden" not in content and "pixel" not in content
+    if not main:  # images are kept in the whole page only; CSS sizes this one 300×200
+        assert "![Wide](https://news.example/wide.jpg)" in content
+
+
 def test_cleaned_html_format_has_no_scripts() -> None:
     content = html(page("news-article"), format="html").content
     assert content.startswith("<") and "<h1>" in content
