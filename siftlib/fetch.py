@@ -17,7 +17,8 @@ One fetch, under **one wall-clock deadline** (`min(request timeout, fetch.timeou
 - only GET, with our `User-Agent`, `Accept` and `Accept-Encoding: gzip, deflate`; no cookies,
   no credentials, no caller headers, no proxy from the environment;
 - the head decides: a content type fetch does not read is refused (`UnsupportedContent`)
-  before one byte of the body is read; a missing one is sniffed from the first bytes;
+  before one byte of the body is read; a missing one is sniffed from the first bytes, and a
+  binary body refused there (`_sniff`);
 - the body is streamed and decoded here (not by httpx), `decompress(max_length=…)`, so the
   `max_bytes` cap applies to the decoded bytes: a decompression bomb stops at the cap, with
   at most one 64 KiB chunk of slack in memory. Past the cap: truncated, with a warning;
@@ -73,6 +74,10 @@ _ACCEPT = (
 )
 _KEPT_TRANSPORTS = 32
 _HOST_TEXT = re.compile(r"[a-z0-9.:\[\]-]{1,255}")
+# WHATWG MIME Sniffing: the two signatures of a binary type that can start with text only,
+# and the "binary data bytes" no text has (not ESC: ISO-2022-JP text switches sets with it).
+_TEXT_LIKE_SIGNATURES = {b"%PDF-": "application/pdf", b"%!PS-Adobe-": "application/postscript"}
+_BINARY_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
 
 log = logging.getLogger("sift")
 
@@ -347,8 +352,7 @@ class Fetcher:
             if media_type and media_type not in ACCEPTED_TYPES:
                 raise UnsupportedContent(media_type)
             body, truncated = self._body(response, media_type)
-            if not media_type:
-                media_type = _sniff(body)
+            media_type = media_type or _sniff(body)
             warnings = []
             if truncated:
                 cap = self.settings.max_bytes
@@ -376,8 +380,8 @@ class Fetcher:
         with _failures(reading=True):
             for chunk in _raw(response):
                 data = decoder(chunk, cap - size + 1)
-                if not media_type and not size and data and _sniff(data) is None:
-                    raise UnsupportedContent("application/octet-stream")
+                if not media_type and not size and data:
+                    _sniff(data)  # a binary body is refused before more of it is read
                 parts.append(data)
                 size += len(data)
                 if size > cap:
@@ -450,13 +454,16 @@ def _zlib_header(data: bytes) -> bool:
     return data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
 
 
-def _sniff(head: bytes) -> str | None:
-    """Guess a media type from the first bytes of a body sent without one."""
+def _sniff(head: bytes) -> str:
+    """Guess the media type of a body sent without one from its first bytes; refuse binary."""
+    for signature, media_type in _TEXT_LIKE_SIGNATURES.items():
+        if head.startswith(signature):
+            raise UnsupportedContent(media_type)
     start = head[:1024].lstrip().lower()
     if start.startswith((b"<!doctype html", b"<html", b"<head", b"<body", b"<!--")):
         return "text/html"
-    if b"\0" in start:
-        return None
+    if _BINARY_BYTE.search(start):
+        raise UnsupportedContent("application/octet-stream")
     return "text/plain"
 
 

@@ -159,6 +159,34 @@ def test_a_body_without_content_type_is_sniffed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("head", "media_type"),
+    [
+        (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\n", "application/pdf"),
+        (b"%!PS-Adobe-3.0\n%%Title: report\n", "application/postscript"),
+        (bytes(range(1, 256)), "application/octet-stream"),  # no NUL, other control bytes
+    ],
+)
+def test_a_binary_body_without_content_type_is_refused_at_its_head(
+    head: bytes, media_type: str
+) -> None:
+    sent = threading.Event()
+
+    def untyped(handler: object) -> None:
+        reply = b"HTTP/1.1 200 OK\r\nContent-Length: 50000000\r\n\r\n" + head
+        handler.wfile.write(reply)  # type: ignore[attr-defined]
+        try:
+            for _ in range(200):
+                handler.wfile.write(b"x" * 65536)  # type: ignore[attr-defined]
+        except OSError:
+            sent.set()  # the reader hung up early
+
+    with pytest.raises(UnsupportedContent) as caught:
+        fetch_one(untyped)
+    assert caught.value.media_type == media_type
+    assert sent.wait(5)
+
+
+@pytest.mark.parametrize(
     ("body", "content_type", "expected"),
     [
         (ARTICLE.encode("utf-8"), "text/html; charset=utf-8", "Crème brûlée für alle."),
