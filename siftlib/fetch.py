@@ -29,10 +29,11 @@ later fetches to the same place (at most 32 kept, least recently used dropped fi
 answer from DNS gives a new transport, so nothing is ever sent to an address not vetted.
 
 Decisions the spec leaves open: a 304 or 1xx is not followed; a redirect without a usable
-`Location` is returned as the page it is; the deadline covers a name lookup too (on a small
-thread pool); errors are `FetchFailed(kind)` with kind `dns`, `connect`, `tls`, `deadline`,
-`reset` (the connection broke), `cut` (the body ended early), `protocol` (not HTTP) or
-`encoding` (a body we cannot decode).
+`Location` is returned as the page it is; of a `Content-Type` sent twice, the last counts;
+the deadline covers a name lookup too (on a small thread pool); errors are
+`FetchFailed(kind)` with kind `dns`, `connect`, `tls`, `deadline`, `reset` (the connection
+broke), `cut` (the body ended early), `protocol` (not HTTP) or `encoding` (a body we cannot
+decode).
 """
 
 from __future__ import annotations
@@ -347,7 +348,9 @@ class Fetcher:
                     return str(hop.url.join(location))
                 except httpx.InvalidURL:
                     pass  # no usable target: the redirect page is the answer
-            content_type = response.headers.get("content-type", "").strip()
+            # Sent twice, a header comes joined ("text/html, text/html; charset=utf-8"): the
+            # last one is the type, as for a browser (WHATWG Fetch, "extract a MIME type").
+            content_type = (response.headers.get_list("content-type") or [""])[-1].strip()
             media_type = content_type.split(";", 1)[0].strip().lower()
             if media_type and media_type not in ACCEPTED_TYPES:
                 raise UnsupportedContent(media_type)

@@ -159,6 +159,16 @@ def test_a_body_without_content_type_is_sniffed() -> None:
 
 
 @pytest.mark.parametrize(
+    ("first", "last"),
+    [("text/html", "text/html; charset=utf-8"), ("text/html; charset=utf-8", "text/html")],
+)
+def test_a_content_type_sent_twice_is_the_last_one(first: str, last: str) -> None:
+    result = fetch_one(page(ARTICLE.encode(), content_type=first, headers={"Content-Type": last}))
+    assert (result.content_type, result.media_type) == (last, "text/html")
+    assert result.content.strip() == "Crème brûlée für alle."
+
+
+@pytest.mark.parametrize(
     ("head", "media_type"),
     [
         (b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\n", "application/pdf"),
