@@ -78,6 +78,18 @@ def test_a_404_page_is_printed_with_its_status_on_stderr(
     assert err == "sift fetch: the page answered 404\n"
 
 
+def test_a_404_page_in_json_has_its_status_on_stderr_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with PageServer({}) as site:
+        path = config(tmp_path, site.allow)
+        code = main(["fetch", site.url + "/missing", "--json", "--config", path])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert json.loads(out)["status"] == 404
+    assert err == "sift fetch: the page answered 404\n"
+
+
 def test_exit_4_when_the_guard_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with Listener() as idle:
         code = main(["fetch", f"http://127.0.0.1:{idle.port}/", "--config", config(tmp_path)])

@@ -95,12 +95,12 @@ def _fetch_local(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(envelope, ensure_ascii=False))
-        return
     status = envelope.get("status")
     if isinstance(status, int) and not 200 <= status < 300:
         print(f"sift fetch: the page answered {status}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(envelope, ensure_ascii=False))
+        return
     for warning in envelope.get("warnings", []):
         print(f"sift: warning: {warning}", file=sys.stderr)
     content = str(envelope.get("content", ""))
