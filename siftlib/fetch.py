@@ -224,10 +224,10 @@ class Fetcher:
     def fetch(self, request: FetchRequest) -> FetchResult:
         """Fetch a page and convert it as asked; raise `Blocked`, `FetchFailed` or `QueryError`."""
         started = time.monotonic()
-        status, size, outcome = "-", 0, "ok"
+        status, size, outcome = "error", 0, "error"  # until it ends in a known way
         try:
             result = self._fetch(request)
-            status, size = str(result.status), result.bytes
+            status, size, outcome = str(result.status), result.bytes, "ok"
             return result
         except Blocked as exc:
             status = outcome = "unsupported" if isinstance(exc, UnsupportedContent) else "blocked"

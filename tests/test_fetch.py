@@ -311,6 +311,21 @@ def test_metrics_and_log_line_carry_no_path_or_query(caplog: pytest.LogCaptureFi
     assert snapshot["fetch_bytes"] == 2 * len(ARTICLE.encode())
 
 
+def test_a_fault_of_our_own_is_counted_as_an_error_not_ok(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("siftlib.convert.convert", broken)
+    with (
+        PageServer({"/a": page(ARTICLE.encode())}) as site,
+        Fetcher(FetchConfig(allow=(site.allow,)), metrics=Metrics()) as fetch,
+    ):
+        with pytest.raises(RuntimeError):
+            fetch.fetch(FetchRequest(url=site.url + "/a", caller="ops"))
+        snapshot = fetch.metrics.snapshot()  # type: ignore[union-attr]
+    assert snapshot["fetch_requests"] == {"caller=ops,outcome=error": 1}
+
+
 @pytest.fixture
 def ca() -> Any:
     import trustme
