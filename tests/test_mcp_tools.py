@@ -408,6 +408,26 @@ def test_opted_in_reranking_opens_the_world_and_reorders(
     assert len(httpserver.log) == 1
 
 
+def test_a_reranker_that_falls_back_reports_the_keyword_mode(
+    tmp_path: Path, httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    httpserver.expect_request("/v1/systemone", method="POST").respond_with_data("", status=500)
+    monkeypatch.setenv("TYPESAFE_API_KEY", "ts-key")
+    monkeypatch.setenv("TYPESAFE_BASE_URL", httpserver.url_for("/"))
+    config = tmp_path / "config.toml"
+    config.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 10000\n")
+    toolbox, plain = open_toolbox(tmp_path, config=config), open_toolbox(tmp_path)
+    try:
+        result = run(toolbox, "skill_search", {"query": "fill pdf form"})
+        baseline = run(plain, "skill_search", {"query": "fill pdf form"})
+    finally:
+        toolbox.close()
+        plain.close()
+    assert len(httpserver.log) == 1  # the reranker was asked, and failed
+    assert result.structured == baseline.structured
+    assert baseline.structured is not None and baseline.structured["mode"] == "keyword"
+
+
 def test_a_cancelled_skill_search_makes_no_provider_call(
     tmp_path: Path, httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,8 +19,9 @@ imported before a tool needs it: listing tools reads only the reranking consent 
 
 Decisions where mcp.md is silent:
 - `web_search.query` in the output is the caller's text; `position` is 1-based after fusion.
-- `skill_search.mode` is `reranked` when reranking is opted in with a key, else the
-  session's mode: `keyword`, or `local` (skills.md §10, chosen by `[skill_search] mode`);
+- `skill_search.mode` says what produced the result: `reranked` when the opted-in reranker
+  decided, `keyword` when it fell back (skills.md §3) or was not asked, or `local`
+  (skills.md §10, chosen by `[skill_search] mode`);
   `selection` is `none` when no skill fits (nothing matched, or the reranker or the local
   ranking decided none does), else `matches`; `score` is the local relevance score in local
   mode, else the keyword score (the order is the reranker's when it decided).
@@ -328,7 +329,7 @@ class Toolbox:
         except SiftError as exc:
             return _failure(exc)
         catalog = session.snapshot.catalog
-        mode = "reranked" if session.reranker is not None else result.mode or "keyword"
+        mode = result.mode or "keyword"  # a reranker that fell back gave the keyword result
         scores: dict[str, float]
         if mode == "local":
             relevance = catalog.relevance.score(query).scores
