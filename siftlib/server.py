@@ -496,6 +496,7 @@ class Handler(BaseHTTPRequestHandler):
             if line is None:
                 return False
             self.command, self.path, self.request_version = line.method, line.path, line.version
+            wire.check_version(line)  # after the path: a /v2/ refusal is Firecrawl-shaped
             self.fields = wire.read_fields(self.rfile, budget=wire.MAX_HEAD_BYTES - len(raw))
             wire.check_fields(self.fields, line.major_minor)
         except wire.BadHead as exc:

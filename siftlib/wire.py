@@ -83,13 +83,16 @@ def parse_request_line(text: str) -> RequestLine | None:
     version = _VERSION.fullmatch(words[2]) if len(words) == 3 else None
     if version is None:
         raise BadHead(HTTPStatus.BAD_REQUEST, "the request line is not METHOD PATH HTTP/1.1")
-    major_minor = (int(version[1]), int(version[2]))
-    if major_minor >= (2, 0):
-        raise BadHead(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "speak HTTP/1.1")
     path = words[1]
     if path.startswith("//"):
         path = "/" + path.lstrip("/")
-    return RequestLine(words[0], path, words[2], major_minor)
+    return RequestLine(words[0], path, words[2], (int(version[1]), int(version[2])))
+
+
+def check_version(line: RequestLine) -> None:
+    """Refuse HTTP/2 and later, which are not spoken here, once the path is known."""
+    if line.major_minor >= (2, 0):
+        raise BadHead(HTTPStatus.HTTP_VERSION_NOT_SUPPORTED, "speak HTTP/1.1")
 
 
 def read_fields(rfile: Any, *, budget: int = MAX_HEAD_BYTES) -> dict[str, list[str]]:

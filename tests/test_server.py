@@ -522,6 +522,12 @@ def test_a_malformed_request_line_is_refused(gw: Gateway, line: bytes, status: i
     assert b"Connection: close" in raw
 
 
+def test_an_http_2_request_to_a_firecrawl_route_gets_a_firecrawl_error(gw: Gateway) -> None:
+    raw = raw_exchange(gw.port, b"POST /v2/search HTTP/2.0\r\nHost: x\r\n\r\n")
+    assert status_of(raw) == 505
+    assert json.loads(raw.split(b"\r\n\r\n", 1)[1])["success"] is False
+
+
 def test_a_stray_blank_line_instead_of_a_request_closes_without_an_answer(gw: Gateway) -> None:
     assert raw_exchange(gw.port, b"\r\n") == b""
 

@@ -26,13 +26,21 @@ def test_a_request_line_splits_into_method_path_and_version() -> None:
         ("GET /", HTTPStatus.BAD_REQUEST),
         ("GET / HTTP/1.1 extra", HTTPStatus.BAD_REQUEST),
         ("GET / HTTPS/1.1", HTTPStatus.BAD_REQUEST),
-        ("GET / HTTP/2.0", HTTPStatus.HTTP_VERSION_NOT_SUPPORTED),
     ],
 )
 def test_a_malformed_request_line_is_a_bad_head(line: str, status: HTTPStatus) -> None:
     with pytest.raises(BadHead) as caught:
         wire.parse_request_line(line)
     assert caught.value.status == status
+
+
+def test_http_2_and_later_are_refused_after_the_line_is_read() -> None:
+    line = wire.parse_request_line("POST /v2/search HTTP/2.0")
+    assert line is not None and line.path == "/v2/search"
+    with pytest.raises(BadHead) as caught:
+        wire.check_version(line)
+    assert caught.value.status == HTTPStatus.HTTP_VERSION_NOT_SUPPORTED
+    wire.check_version(RequestLine("GET", "/", "HTTP/1.1", (1, 1)))  # spoken: no error
 
 
 def test_fields_are_read_by_lowercased_name_up_to_the_blank_line() -> None:
