@@ -29,6 +29,7 @@ FIXTURES = SETS / "eval" / "dev.jsonl"
 HELD_OUT = SETS / "eval" / "heldout.jsonl"
 MIXED = SETS / "eval" / "heldout_mixed.jsonl"
 REAL_MIXED = SETS / "realcatalog" / "heldout_mixed.jsonl"
+REAL_DEV_MIXED2 = SETS / "realcatalog" / "dev_mixed2.jsonl"
 CATALOG = FIXTURES.parent / "catalog"
 REAL_CATALOG = REPO.parent / "shared" / "realdata" / "skills" / "catalog.json"
 
@@ -399,13 +400,15 @@ class TestHalves:
 
 
 class TestMixedHalves:
-    """The held-out sets in the issue's mix, one quarter of each kind, written blind to the scorer.
+    """The sets in the issue's mix, one quarter of each kind, written blind to the scorer.
 
     Lines run in groups of four: a direct request, a paraphrase with no content word of its
     skill, a near-miss that has a fitting skill, and a query no skill fits.
     """
 
-    @pytest.mark.parametrize(("path", "least"), [(MIXED, 60), (REAL_MIXED, 120)])
+    @pytest.mark.parametrize(
+        ("path", "least"), [(MIXED, 60), (REAL_MIXED, 120), (REAL_DEV_MIXED2, 160)]
+    )
     def test_the_mix_and_its_spread(self, path: Path, least: int, tmp_path: Path) -> None:
         folder = CATALOG if path == MIXED else real_catalog(tmp_path)
         catalog = load_catalog([folder])  # disabled skills are left out, so never expected
@@ -416,8 +419,9 @@ class TestMixedHalves:
         assert max(expected.values()) <= 3 and len(expected) >= len(mixed) // 3
         others = {
             f.query.lower()
-            for half in ("dev", "heldout")
-            for f in load_fixtures(path.parent / f"{half}.jsonl", catalog)
+            for other in sorted(path.parent.glob("*.jsonl"))
+            if other != path
+            for f in load_fixtures(other, catalog)
         }
         assert len({f.query.lower() for f in mixed} | others) == len(mixed) + len(others)
 
@@ -432,7 +436,9 @@ class TestRealCatalog:
         )
         assert code == 0
         assert report["skills"] == 115  # 119 entries, one shadowed name, three disabled
-        assert list(report["sets"]) == ["dev", "dev_mixed", "heldout", "heldout_mixed"]
+        assert list(report["sets"]) == [
+            "dev", "dev_mixed", "dev_mixed2", "heldout", "heldout_mixed"
+        ]  # fmt: skip
         assert report["queries"] >= 100
         assert 0.2 <= report["expect_none"] / report["queries"] <= 0.3
         for half in report["sets"].values():
