@@ -308,3 +308,32 @@ def test_local_mode_on_the_real_catalog(
         capsys, "book a flight to lisbon", "--mode", "local", "--skills-dir", str(real_skills_dir)
     )
     assert answer["details"] == NONE_DETAILS
+
+
+# The README's local-mode examples over the real catalog, as written there: the command, then
+# its output block, with the catalog written out at /tmp/skills-real.
+README_EXAMPLES = (
+    'sift rerank-skills "fill in a word document" --mode local --limit 1',
+    'sift rerank-skills "book a flight to lisbon" --mode local --json',
+    'sift rerank-skills "hand several independent fixes to helpers that run at once" --mode local',
+)
+
+
+@pytest.mark.parametrize("command", README_EXAMPLES)
+def test_the_readme_local_examples_are_real_output(
+    command: str, capsys: pytest.CaptureFixture[str], real_skills_dir: Path
+) -> None:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index(f"{command} --skills-dir /tmp/skills-real\n")
+    block = readme.index("```output\n", start) + len("```output\n")
+    shown = readme[block : readme.index("```", block)]
+    argv = command.removeprefix("sift rerank-skills ")
+    query = argv[1 : argv.index('"', 1)]
+    options = argv[argv.index('"', 1) + 1 :].split()
+    code, out, _ = run(capsys, query, *options, "--skills-dir", str(real_skills_dir))
+    assert code == 0
+    real = out.replace(str(real_skills_dir), "/tmp/skills-real")
+    # A long description is shortened in the README, marked by "[…]".
+    head, _, tail = shown.partition(" […]")
+    assert real.startswith(head) and real.endswith(tail)
+    assert real == shown or "[…]" in shown
