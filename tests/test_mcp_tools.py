@@ -348,6 +348,46 @@ def test_local_mode_from_the_config(tmp_path: Path) -> None:
     assert (none.structured["mode"], none.structured["selection"]) == ("local", "none")
 
 
+@pytest.mark.parametrize(
+    ("mode", "ranker"), [("keyword", "keyword._scores"), ("local", "relevance")]
+)
+def test_a_search_ranks_the_catalog_once(
+    mode: str, ranker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The scores reported are the ones the search ranked by, not a second pass over the catalog
+    # (over 10,000 skills each pass takes 20-35 ms).
+    import siftlib.skills.keyword
+    from siftlib.skills.relevance import RelevanceIndex
+
+    calls: list[str] = []
+    if ranker == "relevance":
+        score = RelevanceIndex.score
+
+        def counted_score(self: RelevanceIndex, query: str) -> Any:
+            calls.append(query)
+            return score(self, query)
+
+        monkeypatch.setattr(RelevanceIndex, "score", counted_score)
+    else:
+        scores = siftlib.skills.keyword._scores
+
+        def counted_scores(catalog: Any, query: str) -> Any:
+            calls.append(query)
+            return scores(catalog, query)
+
+        monkeypatch.setattr(siftlib.skills.keyword, "_scores", counted_scores)
+    config = tmp_path / "config.toml"
+    config.write_text(f'[skill_search]\nmode = "{mode}"\n')
+    toolbox = open_toolbox(tmp_path, config=config)
+    try:
+        found = run(toolbox, "skill_search", {"query": "fill in a pdf form", "limit": 2})
+    finally:
+        toolbox.close()
+    assert found.structured is not None and found.structured["mode"] == mode
+    assert [hit["name"] for hit in found.structured["results"]][0] == "pdf-forms"
+    assert calls == ["fill in a pdf form"]
+
+
 def test_a_named_config_that_is_missing_is_a_tool_error_not_a_crash(tmp_path: Path) -> None:
     toolbox = open_toolbox(tmp_path, config=tmp_path / "typo.toml")
     try:

@@ -328,19 +328,12 @@ class Toolbox:
             result = session.search(query, limit, cancel=cancel)
         except SiftError as exc:
             return _failure(exc)
-        catalog = session.snapshot.catalog
         mode = result.mode or "keyword"  # a reranker that fell back gave the keyword result
-        scores: dict[str, float]
-        if mode == "local":
-            relevance = catalog.relevance.score(query).scores
-            # A query naming a skill scores it infinite, which JSON cannot carry: say 100, as
-            # the keyword baseline scores a name equal to the query.
-            scores = {
-                catalog.skills[at].name: round(score, 4) if score != math.inf else 100
-                for at, score in enumerate(relevance)
-            }
-        else:
-            scores = {skill.name: score for skill, score in keyword_scores(catalog, query)}
+        scores = result.scores
+        if result.matches and not scores:  # a reranker ordered them: report keyword scores
+            ranked = keyword_scores(session.snapshot.catalog, query)
+            keyword = {skill.name: score for skill, score in ranked}
+            scores = tuple(keyword.get(skill.name, 0) for skill in result.matches)
         structured = {
             "query": query,
             "mode": mode,
@@ -350,9 +343,9 @@ class Toolbox:
                     "name": skill.name,
                     "description": skill.description,
                     "path": str(skill.file_path),
-                    "score": scores.get(skill.name, 0),
+                    "score": _score(score),
                 }
-                for skill in result.matches
+                for skill, score in zip(result.matches, scores, strict=True)
             ],
         }
         return ToolResult(render_text(result), structured)
@@ -431,6 +424,12 @@ def _client_config(server: str | None) -> Any:
     from siftlib.config import load_client_config
 
     return load_client_config(server)
+
+
+def _score(score: float) -> float:
+    """Return a skill's score as JSON can carry it: a query naming a skill scores it infinite in
+    local mode, reported as 100, as the keyword baseline scores a name equal to the query."""
+    return 100 if score == math.inf else round(score, 4)
 
 
 def _failure(exc: SiftError) -> ToolResult:

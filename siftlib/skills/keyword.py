@@ -28,6 +28,9 @@ class SkillResult:
     mode: str | None = None
     # Why opted-in reranking did not decide this result (`timeout`, `uncertain`, `missing_key`…).
     fallback: str | None = None
+    # Each match's score in the ranking that chose it (keyword or local relevance), so a caller
+    # reporting scores does not rank the catalog again; empty when a reranker ordered them.
+    scores: tuple[float, ...] = ()
 
 
 def normalise_query(query: str) -> str:
@@ -82,6 +85,9 @@ def keyword_search(catalog: Catalog, query: str, limit: int) -> SkillResult:
     scores = _scores(catalog, query)
     positive = [i for i, score in enumerate(scores) if score > 0]
     positive.sort(key=scores.__getitem__, reverse=True)  # stable: ties stay in name order
+    shown = positive[:limit]
     return SkillResult(
-        matches=tuple(catalog.skills[i] for i in positive[:limit]), total=len(positive)
+        matches=tuple(catalog.skills[i] for i in shown),
+        total=len(positive),
+        scores=tuple(scores[i] for i in shown),
     )

@@ -52,5 +52,6 @@ def local_search(
         return SkillResult(matches=(), total=0, mode="local")
     bar = {"min_confidence": min_confidence, "min_score": best[0].score - SCORE_MARGIN}
     total = len(list(relevance.fitting(**bar)))
-    matches = tuple(catalog.skills[s.position] for s in relevance.best(limit, **bar))
-    return SkillResult(matches=matches, total=total, mode="local")
+    shown = relevance.best(limit, **bar)
+    matches = tuple(catalog.skills[s.position] for s in shown)
+    return SkillResult(matches, total, mode="local", scores=tuple(s.score for s in shown))
