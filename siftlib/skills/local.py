@@ -50,8 +50,9 @@ def local_search(
     best = relevance.best(1)
     if not best or best[0].confidence < min_confidence:
         return SkillResult(matches=(), total=0, mode="local")
-    bar = {"min_confidence": min_confidence, "min_score": best[0].score - SCORE_MARGIN}
-    total = len(list(relevance.fitting(**bar)))
-    shown = relevance.best(limit, **bar)
+    fitting = relevance.fitting(
+        min_confidence=min_confidence, min_score=best[0].score - SCORE_MARGIN
+    )
+    shown = relevance.best(limit, among=fitting)
     matches = tuple(catalog.skills[s.position] for s in shown)
-    return SkillResult(matches, total, mode="local", scores=tuple(s.score for s in shown))
+    return SkillResult(matches, len(fitting), mode="local", scores=tuple(s.score for s in shown))

@@ -196,21 +196,15 @@ class Relevance(NamedTuple):
     scores: list[float]
     confidence: list[float]
 
-    def best(
-        self, count: int, *, min_confidence: float = -math.inf, min_score: float = -math.inf
-    ) -> list[Scored]:
-        """Return the `count` best skills with at least that confidence and score, best first."""
-        positions = self.fitting(min_confidence=min_confidence, min_score=min_score)
+    def best(self, count: int, among: Iterable[int] | None = None) -> list[Scored]:
+        """Return the `count` best skills (of the positions `among`, else of all), best first."""
+        positions = range(len(self.scores)) if among is None else among
         # nlargest keeps the earlier position first among equal scores, as sorted() would.
         top = heapq.nlargest(count, positions, key=self.scores.__getitem__)
         return [Scored(p, self.scores[p], self.confidence[p]) for p in top]
 
-    def fitting(
-        self, *, min_confidence: float = -math.inf, min_score: float = -math.inf
-    ) -> Iterable[int]:
+    def fitting(self, *, min_confidence: float, min_score: float) -> list[int]:
         """Return the positions of the skills with at least that confidence and score."""
-        if min_confidence == -math.inf and min_score == -math.inf:
-            return range(len(self.scores))
         return [
             p
             for p, (score, confidence) in enumerate(zip(self.scores, self.confidence, strict=True))
