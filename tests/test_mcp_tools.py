@@ -15,9 +15,11 @@ from gatewaykit import FakeUpstream, gateway, write_config
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+import siftlib.skills.keyword
 from siftlib.config import FetchConfig
 from siftlib.mcp.protocol import ArgumentError, Tool, ToolResult
 from siftlib.mcp.tools import SkillsPlace, Toolbox, Where, check_arguments
+from siftlib.skills.relevance import RelevanceIndex
 
 CATALOG = Path(__file__).resolve().parents[1] / "testdata" / "skills" / "catalog"
 
@@ -349,33 +351,22 @@ def test_local_mode_from_the_config(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("mode", "ranker"), [("keyword", "keyword._scores"), ("local", "relevance")]
+    ("mode", "owner", "ranker"),
+    [("keyword", siftlib.skills.keyword, "_scores"), ("local", RelevanceIndex, "score")],
 )
 def test_a_search_ranks_the_catalog_once(
-    mode: str, ranker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    mode: str, owner: object, ranker: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The scores reported are the ones the search ranked by, not a second pass over the catalog
     # (over 10,000 skills each pass takes 20-35 ms).
-    import siftlib.skills.keyword
-    from siftlib.skills.relevance import RelevanceIndex
-
     calls: list[str] = []
-    if ranker == "relevance":
-        score = RelevanceIndex.score
+    original = getattr(owner, ranker)
 
-        def counted_score(self: RelevanceIndex, query: str) -> Any:
-            calls.append(query)
-            return score(self, query)
+    def counted(*args: Any) -> Any:  # (catalog, query) or, as a method, (index, query)
+        calls.append(args[-1])
+        return original(*args)
 
-        monkeypatch.setattr(RelevanceIndex, "score", counted_score)
-    else:
-        scores = siftlib.skills.keyword._scores
-
-        def counted_scores(catalog: Any, query: str) -> Any:
-            calls.append(query)
-            return scores(catalog, query)
-
-        monkeypatch.setattr(siftlib.skills.keyword, "_scores", counted_scores)
+    monkeypatch.setattr(owner, ranker, counted)
     config = tmp_path / "config.toml"
     config.write_text(f'[skill_search]\nmode = "{mode}"\n')
     toolbox = open_toolbox(tmp_path, config=config)
