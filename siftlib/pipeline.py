@@ -133,6 +133,13 @@ class SearchResponse(NamedTuple):
         }
 
 
+class Checkup(NamedTuple):
+    """What `/healthz` reports: what cannot serve now, and each source's state and record."""
+
+    degraded: list[str]
+    sources: dict[str, dict[str, object]]
+
+
 class SourceOutcome(NamedTuple):
     """What one source came to: hits, or the warning kind that replaced them.
 
@@ -308,45 +315,39 @@ class Searcher:
                 self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="sift-source")
             return self._pool
 
-    def degraded(self) -> list[str]:
-        """List what cannot serve now: `search.<name>: <why>` per source, then a store fault."""
-        found = []
-        daily = self._credits_today(utc_day(self.clock()))
-        for name in self._sources:
-            why = (
-                self.unavailable(name)
-                or (self._capped(name, daily) and "daily cap")
-                or (self.health.failing(name) and "failing")
-            )
-            if why:
-                found.append(f"search.{name}: {why}")
-        if self._secret_env_missing and any(map(self._missing_key, self._sources)):
-            found.append("server.secret_env: file missing")
-        problem = self.store.problem if self.store is not None else None
-        if problem:
-            found.append(f"store: {problem}")
-        return found
+    def checkup(self) -> Checkup:
+        """Return what `/healthz` reports, from one look at each source and one ledger read.
 
-    def source_health(self) -> dict[str, dict[str, object]]:
-        """Return each enabled source's state and recent record, as `/healthz` shows them.
-
-        The state is `missing key`, `capped` (at the daily cap), `failing` (its host does not
-        resolve or is refused, or its last `FAILING_AFTER` outcomes failed) or `ok`.
+        A source's state is `missing key`, `capped` (at the daily cap), `failing` (its host does
+        not resolve or is refused, or its last `FAILING_AFTER` outcomes failed) or `ok`; the
+        degraded list names each source that is not `ok` as `search.<name>: <why>`, then a
+        missing secrets file and a store fault. Both come from the same facts, so one answer
+        never says a source is `ok` in one place and failing in the other.
         """
         daily = self._credits_today(utc_day(self.clock()))
-        report = {}
+        degraded, sources = [], {}
         for name in self._sources:
             why = self.unavailable(name)
+            capped = self._capped(name, daily)
+            failing = self.health.failing(name)
+            reason = why or (capped and "daily cap") or (failing and "failing")
+            if reason:
+                degraded.append(f"search.{name}: {reason}")
             if why == "missing key":
                 state = "missing key"
-            elif self._capped(name, daily):
+            elif capped:
                 state = "capped"
-            elif why is not None or self.health.failing(name):
+            elif why is not None or failing:
                 state = "failing"
             else:
                 state = "ok"
-            report[name] = {"state": state, **self.health.report(name)}
-        return report
+            sources[name] = {"state": state, **self.health.report(name)}
+        if self._secret_env_missing and any(map(self._missing_key, self._sources)):
+            degraded.append("server.secret_env: file missing")
+        problem = self.store.problem if self.store is not None else None
+        if problem:
+            degraded.append(f"store: {problem}")
+        return Checkup(degraded, sources)
 
     def metrics_snapshot(self) -> dict[str, object]:
         """Return the `/metrics` JSON: counters, plus today's credits and capped state."""

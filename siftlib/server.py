@@ -556,10 +556,9 @@ class Handler(BaseHTTPRequestHandler):
                 self._check_local_origin(method)
             if route == "/healthz":
                 searcher = server.searcher
+                checkup = searcher.checkup()
                 answer = api.health_answer(
-                    searcher.degraded(),
-                    sources=searcher.source_health(),
-                    store=searcher.config.store_kind,
+                    checkup.degraded, sources=checkup.sources, store=searcher.config.store_kind
                 )
                 self._send_json(HTTPStatus.OK, answer)
                 return

@@ -283,7 +283,7 @@ def test_missing_key_is_a_warning_on_every_search(
     searcher = make_searcher(keys={"BRAVE_API_KEY": "b"})
     response = searcher.search(SearchRequest(query="sqlite wal mode"))
     assert response.warnings == ["tavily: missing key"]
-    assert searcher.degraded() == ["search.tavily: missing key"]
+    assert searcher.checkup().degraded == ["search.tavily: missing key"]
     assert all(r.path != "/tavily" for r, _ in httpserver.log)
 
 
@@ -584,11 +584,11 @@ def test_a_missing_configured_secret_env_is_named_when_a_key_is_missing(
         allow_private_upstreams=True,
     )
     try:
-        assert missing.degraded() == [
+        assert missing.checkup().degraded == [
             "search.tavily: missing key",
             "server.secret_env: file missing",
         ]
-        assert keyed.degraded() == []  # the environment held the key: nothing is missing
+        assert keyed.checkup().degraded == []  # the environment held the key: nothing is missing
     finally:
         missing.close()
         keyed.close()
@@ -742,7 +742,10 @@ def test_dns_failures_for_paid_sources_are_named_counted_and_logged(
     }
     lines = [r.getMessage() for r in caplog.records if r.name == "sift.source"]
     assert lines == ["source brave_llm failed: dns failed", "source tavily failed: dns failed"]
-    assert searcher.degraded() == ["search.brave_llm: dns failed", "search.tavily: dns failed"]
+    assert searcher.checkup().degraded == [
+        "search.brave_llm: dns failed",
+        "search.tavily: dns failed",
+    ]
 
 
 def test_a_refused_answer_is_upstream_refused_not_a_dns_failure(
@@ -857,13 +860,13 @@ def test_health_follows_a_source_that_keeps_failing_and_recovers(
     searcher = make_searcher(sources=("searxng", "tavily"))
     for _ in range(3):
         searcher.search(SearchRequest(query="sqlite wal mode"))
-    health = searcher.source_health()
+    health = searcher.checkup().sources
     assert health["searxng"]["state"] == "failing" and health["tavily"]["state"] == "ok"
     assert health["searxng"]["success_rate"] == 0.0 and health["searxng"]["recent"] == 3
-    assert searcher.degraded() == ["search.searxng: failing"]
+    assert searcher.checkup().degraded == ["search.searxng: failing"]
     status[0] = 200
     searcher.search(SearchRequest(query="sqlite wal mode"))
-    health = searcher.source_health()
+    health = searcher.checkup().sources
     assert health["searxng"]["state"] == "ok" and health["searxng"]["success_rate"] == 0.25
     assert isinstance(health["searxng"]["p50_ms"], int)
-    assert searcher.degraded() == []
+    assert searcher.checkup().degraded == []

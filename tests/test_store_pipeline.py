@@ -313,12 +313,33 @@ def test_at_the_cap_the_source_is_skipped_and_the_search_still_succeeds(
     assert capped.sources_ok == ["searxng"] and capped.results
     assert capped.sources_failed == ["tavily"]
     assert searcher.metrics.snapshot()["search_errors"] == {"kind=daily cap,source=tavily": 1}
-    assert searcher.source_health()["tavily"]["state"] == "capped"
+    assert searcher.checkup().sources["tavily"]["state"] == "capped"
     again = search(searcher, query="three")  # a cache hit still names the skipped source
     assert again.cached and again.sources_failed == ["tavily"]
     assert upstreams.calls["tavily"] == 2
     assert searcher.store is not None
     assert searcher.store.daily_credits(day="2025-11-30") == {"tavily": 2}
+
+
+def test_a_checkup_reads_the_ledger_once_and_agrees_with_itself(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    searcher = make_searcher(tavily=True, cap=1)
+    search(searcher, query="one")
+    assert searcher.store is not None
+    reads = []
+    real = searcher.store.daily_credits
+
+    def counted(*, day: str) -> dict[str, int]:
+        reads.append(day)
+        return real(day=day)
+
+    monkeypatch.setattr(searcher.store, "daily_credits", counted)
+    checkup = searcher.checkup()
+    assert reads == ["2025-11-30"]
+    assert checkup.degraded == ["search.tavily: daily cap"]
+    assert checkup.sources["tavily"]["state"] == "capped"
+    assert checkup.sources["searxng"]["state"] == "ok"
 
 
 def test_the_cap_survives_a_restart_and_resets_the_next_day(
@@ -430,7 +451,7 @@ def test_a_broken_database_serves_every_search_uncached_with_a_warning(
     # The cap still holds, in memory.
     assert search(searcher, query="other").warnings == ["tavily: daily cap", f"store: {problem}"]
     assert db_path.read_bytes() == before
-    assert searcher.degraded() == ["search.tavily: daily cap", f"store: {problem}"]
+    assert searcher.checkup().degraded == ["search.tavily: daily cap", f"store: {problem}"]
 
 
 def test_sift_search_local_shares_the_store_at_the_default_path(
