@@ -44,7 +44,8 @@ _HOMES = itertools.count()
 
 @pytest.fixture(autouse=True)
 def clean_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Drop sift, provider and proxy variables; point the platformdirs homes at a fresh path.
+    """Drop sift, provider and proxy variables; point `~` and the platformdirs homes at a
+    fresh path, so the developer's own config and skills never join a test.
 
     The path is new for each test but not created: sift makes the folders it writes to, and the
     few tests that write there leave files; a folder made for each of 2,600 tests cost seconds
@@ -55,12 +56,19 @@ def clean_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         if key.upper().startswith(_PREFIXES):
             del os.environ[key]
     home = tmp_path_factory.getbasetemp() / "homes" / str(next(_HOMES))
+    os.environ["HOME"] = str(home / "home")
     os.environ["XDG_CONFIG_HOME"] = str(home / "config")
     os.environ["XDG_STATE_HOME"] = str(home / "state")
     os.environ["XDG_CACHE_HOME"] = str(home / "cache")
     yield
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture
+def user_home() -> Path:
+    """This test's fresh `~`, which `clean_environ` set; not created."""
+    return Path(os.environ["HOME"])
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import threading
@@ -22,21 +21,6 @@ from siftlib.mcp.tools import SkillsPlace, Toolbox, Where, check_arguments
 from siftlib.skills.relevance import RelevanceIndex
 
 CATALOG = Path(__file__).resolve().parents[1] / "testdata" / "skills" / "catalog"
-
-
-_HOMES = itertools.count()
-
-
-@pytest.fixture(autouse=True)
-def user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point `~` at a fresh path, so the developer's own skills never join a catalog.
-
-    Not created: a test writing skills there makes the folders (one made for each of ~900
-    tests cost a second on a slow disk, to make and again to delete).
-    """
-    home = tmp_path_factory.getbasetemp() / "mcp-tools-homes" / str(next(_HOMES))
-    monkeypatch.setenv("HOME", str(home))
-    return home
 
 
 def open_toolbox(

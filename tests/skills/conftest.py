@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import socket
 from collections.abc import Callable, Iterator
@@ -25,21 +24,6 @@ def catalog_dir() -> Path:
 def real_catalog_json(realdata: Path) -> Path:
     """The real catalog of `../shared/realdata` (the test is skipped without the real data)."""
     return realdata / "skills" / "catalog.json"
-
-
-_HOMES = itertools.count()
-
-
-@pytest.fixture(autouse=True)
-def user_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Point `~` at a fresh path, so the developer's own skills never join a catalog.
-
-    Not created: a test writing skills there makes the folders (one made for each of ~900
-    tests cost a second on a slow disk, to make and again to delete).
-    """
-    home = tmp_path_factory.getbasetemp() / "skill-homes" / str(next(_HOMES))
-    monkeypatch.setenv("HOME", str(home))
-    return home
 
 
 @pytest.fixture
