@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
+    from siftlib.skills.keyword import KeywordIndex
     from siftlib.skills.relevance import RelevanceIndex
 
 WORD = re.compile(r"[^\W_]+")
@@ -114,11 +115,11 @@ class Catalog:
         return RelevanceIndex.build(self.skills)
 
     @cached_property
-    def texts(self) -> tuple[str, ...]:
-        """Return each skill's lowercased name and description joined by a line break."""
-        # A query term is a letter/digit run, so it is inside this text exactly when it is
-        # inside the name or the description: one quick test rules most skills out.
-        return tuple(f"{folded.name}\n{folded.description}" for folded in self.folded)
+    def keyword_index(self) -> KeywordIndex:
+        """Return the index keyword search looks its terms up in, built once per catalog."""
+        from siftlib.skills.keyword import KeywordIndex  # it imports this module
+
+        return KeywordIndex.build(self.folded)
 
 
 class FrontmatterError(ValueError):

@@ -10,10 +10,14 @@ description contains it. Only positive scores match, best first, ties by name.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from siftlib.errors import ToolError
-from siftlib.skills.catalog import WORD, Catalog, Skill
+from siftlib.skills.catalog import WORD, Catalog, Folded, Skill
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
@@ -31,6 +35,65 @@ class SkillResult:
     # Each match's score in the ranking that chose it (keyword or local relevance), so a caller
     # reporting scores does not rank the catalog again; empty when a reranker ordered them.
     scores: tuple[float, ...] = ()
+
+
+class Runs:
+    """One field's letter/digit runs over the catalog, to find the skills whose field holds a term.
+
+    A query term is itself a letter/digit run, so wherever it occurs in a field it lies inside
+    one of the field's runs: the skills holding it are those having a run that holds it. The
+    catalog has far fewer distinct runs than text, so most terms are found by scanning the runs
+    joined into one string; a term inside very many runs is faster tested field by field.
+    """
+
+    def __init__(self, fields: Sequence[str], runs_per_field: Iterable[Iterable[str]]) -> None:
+        postings: dict[str, list[int]] = defaultdict(list)
+        for position, runs in enumerate(runs_per_field):
+            for run in runs:
+                postings[run].append(position)
+        self.fields = fields
+        self.postings = dict(postings)  # run -> positions of the skills with it, ascending
+        self._runs = tuple(self.postings)
+        self._joined = "\n".join(self._runs)
+        self._starts = list(accumulate((len(run) + 1 for run in self._runs), initial=0))
+
+    def holding(self, term: str) -> set[int]:
+        """Return the positions of the skills whose field contains `term`."""
+        joined, starts = self._joined, self._starts
+        # Past this many runs, one test per field is cheaper than looking up each run found.
+        if joined.count(term) > len(self.fields) // 5:
+            return {position for position, field in enumerate(self.fields) if term in field}
+        found: set[int] = set()
+        at = joined.find(term)
+        while at != -1:
+            number = bisect_right(starts, at) - 1
+            found.update(self.postings[self._runs[number]])
+            at = joined.find(term, starts[number + 1])  # on from the next run
+        return found
+
+
+@dataclass(frozen=True)
+class KeywordIndex:
+    """Where each name and description run is, for keyword scoring (built once per catalog)."""
+
+    names: Runs
+    descriptions: Runs
+    name_words: dict[str, list[int]]  # name split on "-" -> positions
+
+    @classmethod
+    def build(cls, folded: Sequence[Folded]) -> KeywordIndex:
+        """Index the lowercased names and descriptions of a catalog."""
+        name_words: dict[str, list[int]] = defaultdict(list)
+        for position, skill in enumerate(folded):
+            for word in skill.name_words:
+                name_words[word].append(position)
+        return cls(
+            names=Runs([s.name for s in folded], (set(WORD.findall(s.name)) for s in folded)),
+            descriptions=Runs(
+                [s.description for s in folded], (s.description_words for s in folded)
+            ),
+            name_words=dict(name_words),
+        )
 
 
 def normalise_query(query: str) -> str:
@@ -52,29 +115,42 @@ def check_limit(limit: object) -> int:
 
 def keyword_scores(catalog: Catalog, query: str) -> list[tuple[Skill, int]]:
     """Score every eligible skill; return them best first, ties by name, zero scores included."""
-    scores = _scores(catalog, query)
+    scores, _ = _scores(catalog, query)
     # The catalog is sorted by name and the sort is stable, so ties stay in name order.
     order = sorted(range(len(scores)), key=scores.__getitem__, reverse=True)
     return [(catalog.skills[i], scores[i]) for i in order]
 
 
-def _scores(catalog: Catalog, query: str) -> list[int]:
-    """Return each skill's score, in catalog order."""
+def _scores(catalog: Catalog, query: str) -> tuple[list[int], set[int]]:
+    """Return each skill's score, in catalog order, and the positions that scored."""
+    index = catalog.keyword_index
     normalised = normalise_query(query)
-    rows = catalog.folded
-    scores = [100 if normalised == r[0] else 40 if normalised in r[0] else 0 for r in rows]
-    for term in query_terms(normalised):
-        # Only skills whose name or description holds the term can score for it.
-        for index in [i for i, text in enumerate(catalog.texts) if term in text]:
-            name, name_words, description, description_words = rows[index]
-            in_name = term in name
-            if in_name:
-                scores[index] += 8 if term in name_words else 4
-            if term in description_words:
-                scores[index] += 2
-            elif not in_name or term in description:  # not in the name: so in the description
-                scores[index] += 1
-    return scores
+    scores = [0] * len(catalog.skills)
+    scored: set[int] = set()
+    named: Iterable[int] = range(len(scores))  # with no term, any name may hold the query
+    for number, term in enumerate(query_terms(normalised)):
+        in_name = index.names.holding(term)
+        in_description = index.descriptions.holding(term)
+        whole = index.descriptions.postings.get(term, ())
+        scored |= in_name
+        scored |= in_description
+        for position in in_name:
+            scores[position] += 4
+        for position in index.name_words.get(term, ()):  # a whole word of the name: +4 more
+            scores[position] += 4
+        for position in whole:
+            scores[position] += 2
+        in_description.difference_update(whole)
+        for position in in_description:
+            scores[position] += 1
+        if number == 0:
+            named = in_name  # a name holds the whole query only if it holds its first term
+    for position in named:
+        name = catalog.folded[position].name
+        if normalised in name:
+            scores[position] += 100 if normalised == name else 40
+            scored.add(position)
+    return scores, scored
 
 
 def keyword_search(catalog: Catalog, query: str, limit: int) -> SkillResult:
@@ -82,8 +158,8 @@ def keyword_search(catalog: Catalog, query: str, limit: int) -> SkillResult:
     check_limit(limit)
     if not query_terms(query):
         raise ToolError("the query has no search terms (letters or digits)")
-    scores = _scores(catalog, query)
-    positive = [i for i, score in enumerate(scores) if score > 0]
+    scores, scored = _scores(catalog, query)
+    positive = sorted(scored)
     positive.sort(key=scores.__getitem__, reverse=True)  # stable: ties stay in name order
     shown = positive[:limit]
     return SkillResult(

@@ -110,7 +110,7 @@ class Session:
         settings, diagnostics = load_settings(config_path, cwd=cwd)
         mode, mode_diagnostics = configured_mode(config_path, cwd=cwd)
         catalog = discover(skills_dirs=skills_dirs, cwd=cwd, home=home)
-        catalog.texts  # noqa: B018 - build the search index now, not in the first search
+        catalog.keyword_index  # noqa: B018 - built now, not in the first search
         snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings), mode=mode)
         if mode == "local" or (settings.enabled and snapshot.key):
             # The relevance index local mode and the shortlist's concept stream search: built

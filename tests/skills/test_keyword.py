@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+import re
 from pathlib import Path
 
 import pytest
@@ -186,3 +188,59 @@ def test_bad_limit_is_a_tool_error(fixture_catalog: Catalog, limit: object) -> N
 @pytest.mark.parametrize("limit", [1, 20])
 def test_limit_bounds_are_accepted(fixture_catalog: Catalog, limit: int) -> None:
     assert keyword_search(fixture_catalog, "and", limit).total == 5
+
+
+def rubric(name: str, description: str, query: str) -> int:
+    """§3's rubric read literally, one skill at a time: what the index must reproduce."""
+    normalised = query.strip().lower()
+    name, description = name.lower(), description.lower()
+    total = 100 if normalised == name else 40 if normalised in name else 0
+    for term in dict.fromkeys(re.findall(r"[^\W_]+", normalised)):
+        if term in name.split("-"):
+            total += 8
+        elif term in name:
+            total += 4
+        if term in re.findall(r"[^\W_]+", description):
+            total += 2
+        elif term in description:
+            total += 1
+    return total
+
+
+def random_catalog(rng: random.Random, size: int) -> Catalog:
+    syllables = ["a", "pdf", "form", "ing", "é", "x1", "data", "fill", "ré", "2", "ab"]
+    joins = [" ", " ", "-", "_", ".", "/", "—", ""]
+
+    def text(words: int) -> str:
+        parts = [rng.choice(syllables) + rng.choice(syllables) for _ in range(words)]
+        return "".join(p + rng.choice(joins) for p in parts).strip() or "a"
+
+    names = {
+        text(rng.randint(1, 3)).replace(" ", "-").upper()[: rng.randint(3, 20)] for _ in range(size)
+    }
+    return catalog_of(*((name, text(rng.randint(1, 12))) for name in names))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_index_scores_exactly_as_the_rubric_reads(seed: int) -> None:
+    rng = random.Random(seed)
+    catalog = random_catalog(rng, rng.choice([3, 40, 300]))
+    skills = catalog.skills
+    queries = [skills[0].name, skills[-1].name[1:-1], "-", "  A  ", "ing form", "x1 é 2"]
+    for _ in range(40):
+        skill = rng.choice(skills)
+        source = rng.choice([skill.name, skill.description]).lower()
+        start = rng.randrange(len(source))
+        queries.append(source[start : start + rng.randint(1, 12)] + rng.choice(["", " pdf", " a"]))
+    for query in queries:
+        expected = [rubric(s.name, s.description, query) for s in skills]
+        got = {s.name: value for s, value in keyword_scores(catalog, query)}
+        assert [got[s.name] for s in skills] == expected, query
+        if not query_terms(query):
+            continue
+        result = keyword_search(catalog, query, 20)
+        ranked = sorted(range(len(skills)), key=lambda i: (-expected[i], skills[i].name))
+        positive = [i for i in ranked if expected[i] > 0]
+        assert result.total == len(positive), query
+        assert [s.name for s in result.matches] == [skills[i].name for i in positive[:20]]
+        assert list(result.scores) == [expected[i] for i in positive[:20]]
