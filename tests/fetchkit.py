@@ -16,10 +16,12 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from gatewaykit import QuietServer
 
 Route = Callable[[BaseHTTPRequestHandler], None]
 
@@ -103,8 +105,7 @@ class PageServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer((host, 0), Handler)
-        self._server.daemon_threads = True
+        self._server = QuietServer((host, 0), Handler)
         if ssl_context is not None:  # HTTPS: the handshake runs as each connection is accepted
             self._server.socket = ssl_context.wrap_socket(self._server.socket, server_side=True)
         self.port = self._server.server_address[1]

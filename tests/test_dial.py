@@ -16,11 +16,12 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from email.message import Message
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import httpx
 import pytest
+from gatewaykit import QuietServer
 
 from siftlib.dial import (
     LookupFailed,
@@ -149,10 +150,8 @@ def test_is_public_rejects_a_name() -> None:
 # --- fixtures ----------------------------------------------------------------------------
 
 
-class FakeUpstream(ThreadingHTTPServer):
+class FakeUpstream(QuietServer):
     """A real HTTP/1.1 keep-alive server on 127.0.0.1 that counts the connections it accepts."""
-
-    daemon_threads = True
 
     def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
         super().__init__(("127.0.0.1", 0), _FakeHandler)

@@ -8,10 +8,11 @@ import threading
 import time
 from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from gatewaykit import QuietServer
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -396,7 +397,7 @@ def test_upstream_connections_are_reused_across_searches(
     make_searcher: Callable[..., Searcher],
 ) -> None:
     _KeepAliveHandler.ports = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeepAliveHandler)
+    server = QuietServer(("127.0.0.1", 0), _KeepAliveHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
