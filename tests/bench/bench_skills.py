@@ -3,7 +3,8 @@
 Figures, from one run:
 - catalog discovery time (walk, stat, read frontmatter only, parse), median of 3 passes over
   a catalog written to a temp dir just before (so the page cache is warm);
-- the first keyword search, which also builds the catalog's lowercased index once;
+- the first keyword search, which also builds the catalog's keyword index once, and the
+  memory that index holds;
 - the median keyword search time over many queries afterwards (target: under 20 ms), for
   short queries and for agent-phrased ones (the real-catalog development set's sentences, a
   dozen terms each, most of them common words that many descriptions hold);
@@ -27,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from siftlib.skills.catalog import Catalog, discover  # noqa: E402
 from siftlib.skills.consent import RerankSettings  # noqa: E402
-from siftlib.skills.keyword import keyword_search  # noqa: E402
+from siftlib.skills.keyword import KeywordIndex, keyword_search  # noqa: E402
 from siftlib.skills.local import local_search  # noqa: E402
 from siftlib.skills.shortlist import build_request  # noqa: E402
 
@@ -161,6 +163,10 @@ def main() -> None:
         start = time.perf_counter()
         keyword_search(catalog, QUERIES[0], 5)
         first = time.perf_counter() - start
+        tracemalloc.start()
+        KeywordIndex.build(catalog.folded)  # a second copy, only to weigh it
+        index_bytes = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
 
         phrased = [json.loads(line)["query"] for line in PHRASED.read_text().splitlines()][:60]
         searches = timed(keyword_search, catalog, QUERIES * 5)
@@ -186,6 +192,7 @@ def main() -> None:
         f"  ({median_ms(passes) * 1000 / SKILLS:.1f} us per skill)"
     )
     print(f"first keyword search (+ index):      {first * 1000:8.1f} ms")
+    print(f"keyword index size (tracemalloc):    {index_bytes / 1e6:8.1f} MB")
     report("keyword search", searches, TARGET_MS)
     report("keyword search, agent-phrased", phrased_searches, TARGET_MS)
     print(f"outbound request build, median:      {median_ms(requests):8.1f} ms")
