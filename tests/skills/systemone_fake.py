@@ -14,8 +14,10 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from gatewaykit import QuietServer
 
 Reply = tuple[int, bytes] | str  # (status, body), or "hang" / "trickle" / "close"
 
@@ -205,17 +207,10 @@ def _handler_class(fake: FakeSystemOne) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # clients that abort (the point of several tests) reset their connection
-
-
 def serve() -> Iterator[FakeSystemOne]:
     """Run a fake on an ephemeral loopback port for the duration of a fixture."""
     fake = FakeSystemOne()
-    server = _Server(("127.0.0.1", 0), _handler_class(fake))
+    server = QuietServer(("127.0.0.1", 0), _handler_class(fake))  # clients abort, by design
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, args=(0.005,), daemon=True)
     thread.start()
