@@ -9,6 +9,7 @@ pulls in pydantic) is proven by `tests/contract/test_systemone_sdk.py` under `ma
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 from collections.abc import Callable, Iterator
@@ -171,17 +172,10 @@ def _handler_class(fake: FakeSystemOne) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(payload)
 
         def _hang(self) -> None:
-            """Never answer; note when the client closes the connection."""
+            """Never answer; note when the client hangs up."""
             self.close_connection = True
-            self.connection.settimeout(0.05)
             while not fake.release.is_set():
-                try:
-                    if self.connection.recv(1) == b"":
-                        fake.connections_closed.set()
-                        return
-                except TimeoutError:
-                    continue
-                except OSError:
+                if self._client_gone(0.05):
                     fake.connections_closed.set()
                     return
 
@@ -200,6 +194,21 @@ def _handler_class(fake: FakeSystemOne) -> type[BaseHTTPRequestHandler]:
                 except OSError:
                     fake.connections_closed.set()
                     return
+                if self._client_gone(0):
+                    fake.connections_closed.set()
+                    return
+
+        def _client_gone(self, wait: float) -> bool:
+            """Whether the client shut its side down (FIN) or reset within `wait` seconds."""
+            # Writes alone notice only a closed socket: a client that shut the connection down
+            # but still holds its descriptor keeps accepting bytes into its buffer.
+            readable, _, _ = select.select([self.connection], [], [], wait)
+            if not readable:
+                return False
+            try:
+                return self.connection.recv(1) == b""
+            except OSError:
+                return True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             pass
