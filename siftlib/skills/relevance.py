@@ -88,9 +88,10 @@ PyPI packages, run with torch), fused with BM25F at 0.5 in place of the table, l
 without a threshold by 2-6 points on the development sets (real `dev_mixed2` 0.68 -> 0.74; of
 its 40 paraphrases, 17 first against 8, and 12 by the model alone) and by 2-4 on the held-out
 mixed sets: short of the target, for a 420 MB model and torch at run time. Its word pieces
-distilled into the table's form score within noise of the shipped table (pooled development
-selection 0.77 either way). Also within noise: dropping the words a query negates ("don't open
-a PR yet", "not a general code review") up to the clause's end (+1 of 786 development
+distilled into the table's form score within noise of the shipped table, in its place (pooled
+development selection 0.77 either way) or blended with it (a quarter to three quarters of the
+cosine: -2 to +2 points by set). Also within noise: dropping the words a query negates ("don't
+open a PR yet", "not a general code review") up to the clause's end (+1 of 786 development
 decisions), character 3- and 4-grams of names and descriptions (their TF-IDF cosine added at
 0.1-0.8: real catalog -1 to +3 points by set, fixture catalog never better), and subtracting
 from each skill's score its mean score against the other skills' descriptions, a hubness
