@@ -91,17 +91,18 @@ mixed sets: short of the target, for a 420 MB model and torch at run time. Its w
 distilled into the table's form score within noise of the shipped table, in its place (pooled
 development selection 0.77 either way) or blended with it (a quarter to three quarters of the
 cosine: -2 to +2 points by set). Regressed tokenlearn-style towards the model's own sentence
-embeddings (20,000 Debian package and Python documentation sentences, 1-6 epochs), that table
-does a little better: pooled development selection / no-match 0.78-0.79 / 0.74-0.78 at its own
-calibrated threshold (about 0.56), against 0.77 / 0.76; on the held-out sets (3 epochs), mixed
-selection within a point and no-match 6-13 points lower, stress sets +2 (real) and +14
-(fixture). Not shipped yet: a reproducible build needs a corpus of its own and about 17
-minutes of the model per 20,000 sentences on two cores. Also within noise: dropping the words
-a query negates ("don't open a PR yet", "not a general code review") up to the clause's end
-(+1 of 786 development decisions), character 3- and 4-grams of names and descriptions (their
-TF-IDF cosine added at 0.1-0.8: real catalog -1 to +3 points by set, fixture catalog never
-better), and subtracting from each skill's score its mean score against the other skills'
-descriptions, a hubness correction (at 0.05 of it, -1.6 to +2.5 points by set; worse above).
+embeddings, that table does better, and more so with more text: on 20,000 Debian package and
+Python documentation sentences (1-6 epochs), pooled development selection / no-match 0.78-0.79
+/ 0.74-0.78 at its own calibrated threshold, against 0.77 / 0.76; on all 63,812 (1 epoch,
+threshold 0.57), 0.80 / 0.77. That table, on the held-out mixed sets: 0.69 / 0.97 (real) and
+0.67 / 0.81 (fixture), against 0.67 / 1.00 and 0.62 / 0.94; stress sets -2 (real) and +16
+(fixture). Not shipped yet: a reproducible build needs a corpus of its own and an hour of the
+model per 64,000 sentences on two cores. Also within noise: dropping the words a query negates
+("don't open a PR yet", "not a general code review") up to the clause's end (+1 of 786
+development decisions), character 3- and 4-grams of names and descriptions (their TF-IDF
+cosine added at 0.1-0.8: real catalog -1 to +3 points by set, fixture catalog never better),
+and subtracting from each skill's score its mean score against the other skills' descriptions,
+a hubness correction (at 0.05 of it, -1.6 to +2.5 points by set; worse above).
 
     index = RelevanceIndex.build(catalog.skills)
     ranked = index.rank("combine several pdfs")  # [Scored(position, score, confidence), ...]
