@@ -23,6 +23,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from siftlib.skills.eval import load_catalog  # noqa: E402  (quoted and block descriptions too)
+
 LISTS = Path("/var/lib/apt/lists")
 PACKAGES = "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages.lz4"
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -64,8 +67,8 @@ def held_back() -> set[str]:
     texts = set()
     for path in (ROOT / "testdata" / "skills").rglob("*.jsonl"):
         texts.update(json.loads(line)["query"] for line in path.read_text().splitlines() if line)
-    for path in (ROOT / "testdata" / "skills").rglob("SKILL.md"):
-        texts.update(re.findall(r"(?m)^description:\s*(.+)$", path.read_text()))
+    catalogs = [ROOT / "testdata" / "skills" / "catalog", ROOT / "testdata" / "skills" / "eval"]
+    texts.update(skill.description for skill in load_catalog(catalogs).skills)  # sift's parser
     real = ROOT.parent / "shared" / "realdata" / "skills" / "catalog.json"
     if real.exists():
         texts.update(skill.get("description", "") for skill in json.loads(real.read_text()))
