@@ -54,6 +54,10 @@ sys.path.insert(0, str(ROOT))
 from siftlib.skills.meaning import Table  # noqa: E402  (sift's own tokeniser, from this tree)
 
 CORPUS = ROOT / "tools" / "skill_corpus.txt.gz"
+REQUESTS = ROOT / "tools" / "skill_requests.txt"
+# Each written request is taught this many times per pass: they are a tenth of the text, and
+# the register queries are written in (see `skill_requests.txt`'s note in the README).
+REQUEST_REPEATS = 3
 DIMS = 128
 BATCH = 1024
 LEARNING_RATE = 0.003
@@ -127,7 +131,9 @@ def main(target: Path) -> None:
         model = SentenceTransformer(unpack_model(Path(scratch)), device="cpu")
     vocabulary, start = piece_vectors(model)
     splitter = Table(DIMS, vocabulary, bytes(len(vocabulary) * DIMS))  # tokenising only
-    sentences = gzip.decompress(CORPUS.read_bytes()).decode("utf-8").splitlines()
+    corpus = gzip.decompress(CORPUS.read_bytes()).decode("utf-8").splitlines()
+    requests = REQUESTS.read_text(encoding="utf-8").splitlines()
+    sentences = corpus + requests
     pieces = [splitter.tokens(sentence) for sentence in sentences]
     taught = [index for index, rows in enumerate(pieces) if len(rows) >= 2]  # one piece: no context
     teacher = model.encode(
@@ -136,7 +142,9 @@ def main(target: Path) -> None:
         normalize_embeddings=True,
         show_progress_bar=True,
     )
-    table = regress(start, [pieces[index] for index in taught], teacher)
+    repeated = [row for row, index in enumerate(taught) if index >= len(corpus)]
+    rows = list(range(len(taught))) + repeated * (REQUEST_REPEATS - 1)
+    table = regress(start, [pieces[taught[row]] for row in rows], teacher[rows])
     table -= table.mean(0)  # the shared direction says nothing about meaning
     _, _, components = np.linalg.svd(table, full_matrices=False)
     reduced = table @ components[:DIMS].T

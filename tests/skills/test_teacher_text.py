@@ -1,0 +1,55 @@
+"""The teacher text `make vectors` trains the word-piece table on never leaks a query set."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from siftlib.skills.relevance import terms
+
+REPO = Path(__file__).resolve().parents[2]
+REQUESTS = REPO / "tools" / "skill_requests.txt"
+CORPUS = REPO / "tools" / "skill_corpus.txt.gz"
+SETS = REPO / "testdata" / "skills"
+
+
+def queries() -> list[str]:
+    """Every query of every set, development and held-out, of both catalogs."""
+    found = []
+    for path in sorted(SETS.rglob("*.jsonl")):
+        found += [json.loads(line)["query"] for line in path.read_text().splitlines() if line]
+    return found
+
+
+def trigrams(stems: list[str]) -> set[tuple[str, ...]]:
+    return {tuple(stems[i : i + 3]) for i in range(len(stems) - 2)}
+
+
+def normal(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
+def test_written_requests_are_distinct_plain_lines() -> None:
+    lines = REQUESTS.read_text(encoding="utf-8").splitlines()
+    assert len(lines) >= 8000
+    assert len({normal(line) for line in lines}) == len(lines)
+    assert all(3 <= len(line.split()) <= 40 and line == line.strip() for line in lines)
+
+
+def test_no_written_request_is_close_to_any_query() -> None:
+    # Close: a run of three stems in common, or 40 % of the stems of either in common.
+    sets = [set(terms(query)) for query in queries()]
+    runs = set().union(*(trigrams(terms(query)) for query in queries()))
+    for line in REQUESTS.read_text(encoding="utf-8").splitlines():
+        stems = terms(line)
+        assert not trigrams(stems) & runs, line
+        mine = set(stems)
+        assert all(len(mine & other) < 0.4 * len(mine | other) for other in sets if other), line
+
+
+def test_no_teacher_sentence_repeats_a_query() -> None:
+    asked = {normal(query) for query in queries()}
+    corpus = gzip.decompress(CORPUS.read_bytes()).decode("utf-8").splitlines()
+    written = REQUESTS.read_text(encoding="utf-8").splitlines()
+    assert not {normal(line) for line in corpus + written} & asked
