@@ -11,7 +11,8 @@ tokenlearn way, in four steps:
    register people type to agents, written for sift by writers who saw no query set, catalog
    or vocabulary; lines close to any query were dropped, and `tests/skills/test_teacher_text.py`
    keeps it so. Taught three times a pass, they lift pooled development selection from 0.79
-   to 0.80-0.81 over three seeds (threshold 0.565); the shipped table predates them;
+   to 0.80-0.81 over three seeds at the same no-match (threshold 0.565; the shipped table is
+   seed 0: 0.81 / 0.78);
 3. one seeded pass of Adam moves the vectors so that the mean of a sentence's pieces, split by
    sift's own tokeniser (function words dropped, as at run time), points where the model's
    embedding of the whole sentence points (loss: 1 - cosine);
@@ -23,9 +24,10 @@ a weak stand-in for the model's reading of it; step 3 teaches the table, within 
 the model reads in context. Measured on the development query sets, each table at its own
 calibrated threshold (`siftlib/skills/local.py`), pooled selection / no-match: 0.77 / 0.76 for
 all-MiniLM-L6-v2 distilled by step 1 alone (the table this one replaced), 0.77 for mpnet's
-step 1 alone, 0.79 / 0.78 after step 3 (one pass; two or three scored no better, 0.78-0.79).
+step 1 alone, 0.79 / 0.78 after step 3 on the corpus alone (one pass; two or three scored no
+better, 0.78-0.79).
 At run time (`siftlib/skills/meaning.py`) a text's vector is the mean of its tokens' vectors:
-no model, no torch, no network. Run by `make vectors` (49 minutes on two cores, 44 of them
+no model, no torch, no network. Run by `make vectors` (36 minutes on two cores, 14 of them
 step 2), in a venv of its own: torch is never a dependency of sift.
 
 File layout, little-endian: magic b"SIFTWPV1", uint32 token count, uint32 dims, float32

@@ -6,9 +6,10 @@ someone wrote down. `wordpieces.bin`, shipped in the package, holds a vector for
 27,558 word pieces of the sentence-embedding model all-mpnet-base-v2 (Apache-2.0), distilled
 by `tools/skill_vectors.py` (`make vectors`): each piece embedded on its own by the model,
 then trained so that the mean of a sentence's pieces points where the model's embedding of the
-whole sentence points (64,178 sentences saying what software does), reduced by PCA to 128
-dimensions and quantised to int8 with one scale. A text's vector is the mean of its pieces'
-vectors; nothing else of the model runs here, and nothing is downloaded.
+whole sentence points (72,943 sentences: what software does, and requests as people type
+them to agents), reduced by PCA to 128 dimensions and quantised to int8 with one scale. A
+text's vector is the mean of its pieces' vectors; nothing else of the model runs here, and
+nothing is downloaded.
 
 Tokenisation is BERT's: lowercase, accents stripped, words split into the longest vocabulary
 pieces left to right ("spreadsheet" -> "spreads", "##hee", "##t"); a word that cannot be split
