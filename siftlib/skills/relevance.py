@@ -146,7 +146,9 @@ selection / no-match 0.81 / 0.78 (0.80-0.81 over three seeds). Reported only: he
 more lines by six more blind writers (data, documents, media, operations, software, business),
 filtered the same way and taught one to five times a pass, give 0.80-0.81 / 0.76-0.79 over
 three seeds; those lines alone in place of the first 8,768, 0.79 / 0.78, no better than the
-corpus alone. Nor does the learning rate (0.002: 0.80 / 0.78; 0.005: 0.80-0.81 / 0.75-0.77).
+corpus alone. Nor does the learning rate (0.002: 0.80 / 0.78; 0.005: 0.80-0.81 / 0.75-0.77),
+nor, re-swept with this table, the fusion weights (lexical 0.3-0.7, coverage 0.5-1.25, each at
+the threshold the rule picks: 0.79-0.81 / 0.75-0.78, none a point above today's).
 
     index = RelevanceIndex.build(catalog.skills)
     ranked = index.rank("combine several pdfs")  # [Scored(position, score, confidence), ...]
