@@ -108,3 +108,27 @@ def test_the_readme_skill_search_json_is_real_output(
     # The text is shortened in the README after its first sentence, marked by "…".
     head = shown["content"][0]["text"].removesuffix(" …")
     assert real["content"][0]["text"].startswith(head)
+
+
+def test_the_readme_eval_example_is_real_output(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no project config or skill folder joins in
+    fixtures = REPO / "testdata" / "skills" / "eval" / "dev.jsonl"
+    assert main(["rerank-skills", "eval", "--fixtures", str(fixtures)]) == 0
+    out = capsys.readouterr().out
+    shown = readme_block_after(
+        "sift rerank-skills eval --fixtures testdata/skills/eval/dev.jsonl\n"
+    )
+    # Latencies vary from run to run: every other column must be as the README shows it.
+    assert list(map(without_latency, out.splitlines())) == list(
+        map(without_latency, shown.splitlines())
+    )
+
+
+def without_latency(line: str) -> list[str]:
+    """Split an eval report line into its fields, dropping a mode row's p50 and p90 columns."""
+    fields = line.split()
+    if fields[:1] in (["keyword"], ["local"], ["reranked"]) and len(fields) == 10:
+        del fields[5:7]
+    return fields

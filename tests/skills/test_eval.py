@@ -133,26 +133,6 @@ class TestFixtureSet:
         assert "all sets" not in out
         assert "reranked: not run" in out
 
-    def test_the_readme_example_is_real_output(self, capsys: pytest.CaptureFixture[str]) -> None:
-        readme = (REPO / "README.md").read_text(encoding="utf-8")
-        start = readme.index("sift rerank-skills eval --fixtures testdata/skills/eval/dev.jsonl\n")
-        block = readme.index("```output\n", start) + len("```output\n")
-        shown = readme[block : readme.index("```", block)]
-        assert main(["rerank-skills", "eval", "--fixtures", str(FIXTURES)]) == 0
-        out = capsys.readouterr().out
-        # Latencies vary from run to run: every other column must be as the README shows it.
-        assert [without_latency(line) for line in out.splitlines()] == [
-            without_latency(line) for line in shown.splitlines()
-        ]
-
-
-def without_latency(line: str) -> list[str]:
-    """Split a report line into its fields, dropping a mode row's p50 and p90 columns."""
-    fields = line.split()
-    if fields[:1] in (["keyword"], ["local"], ["reranked"]) and len(fields) == 10:
-        del fields[5:7]
-    return fields
-
 
 class TestSmallFixtures:
     def write(self, tmp_path: Path, lines: list[dict[str, Any]]) -> Path:
