@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from docskit import README, readme_block_after
 
 from siftlib.cli import COMMANDS, main
 
 REPO = Path(__file__).resolve().parent.parent
-README = (REPO / "README.md").read_text(encoding="utf-8")
 DEMO = "/tmp/skills-demo"  # where the README's skill examples say the catalog was copied
 
 
@@ -71,13 +71,6 @@ def test_sift_search_never_imports_the_server(tmp_path: Path, local: bool) -> No
         env={**os.environ, "SIFT_CONFIG": str(config)},
     )
     assert done.stdout.strip().splitlines()[-1] == "-", done.stdout + done.stderr
-
-
-def readme_block_after(marker: str) -> str:
-    """Return the first ```output block after `marker` in the README."""
-    start = README.index(marker)
-    block = README.index("```output\n", start) + len("```output\n")
-    return README[block : README.index("```", block)]
 
 
 def run_in_demo(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:

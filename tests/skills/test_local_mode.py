@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from docskit import readme_block_after
 
 from siftlib.cli import main
 from siftlib.skills.answer import render_json
@@ -323,10 +324,7 @@ README_EXAMPLES = (
 def test_the_readme_local_examples_are_real_output(
     command: str, capsys: pytest.CaptureFixture[str], real_skills_dir: Path
 ) -> None:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index(f"{command} --skills-dir /tmp/skills-real\n")
-    block = readme.index("```output\n", start) + len("```output\n")
-    shown = readme[block : readme.index("```", block)]
+    shown = readme_block_after(f"{command} --skills-dir /tmp/skills-real\n")
     argv = command.removeprefix("sift rerank-skills ")
     query = argv[1 : argv.index('"', 1)]
     options = argv[argv.index('"', 1) + 1 :].split()
