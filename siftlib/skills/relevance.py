@@ -159,7 +159,11 @@ sentences of 4,244 public `SKILL.md` descriptions from seven collections (no ski
 one of our catalogs', no description or sentence close to one of theirs, none close to a
 query; templated trigger lists dropped), taught once or three times a pass beside the shipped
 text, give 0.80-0.81 / 0.76 over three seeds, against 0.80-0.81 / 0.77-0.78 for the shipped
-recipe rebuilt the same way.
+recipe rebuilt the same way. Nor do vectors for pairs of consecutive content words, a phrase's
+own meaning ("open source", "unit test"): the 970, 8,545 or 44,087 pairs seen at least 20,
+5 or 2 times in the teacher text, each started at its words' mean and trained with the pieces,
+give 0.80-0.81 / 0.77-0.79, and the ranking alone moves by a point at most on any development
+set.
 
     index = RelevanceIndex.build(catalog.skills)
     ranked = index.rank("combine several pdfs")  # [Scored(position, score, confidence), ...]
