@@ -107,9 +107,16 @@ class Table:
     def vector(self, text: str) -> tuple[bytes, int]:
         """Return the sum of `text`'s piece vectors as packed fields (value + 128 x count), and
         the count of pieces (0 when it has no known piece)."""
-        rows = self.tokens(text)
+        return self.total(self.tokens(text))
+
+    def total(self, rows: Sequence[int]) -> tuple[bytes, int]:
+        """Return the sum of the vectors of `rows` as packed fields, and their count."""
         total = sum(map(self.packed, rows))
         return total.to_bytes(self.dims * _ROW_FIELD, "little"), len(rows)
+
+    def values(self, rows: Sequence[int]) -> list[int]:
+        """Return the sum of the vectors of `rows`, one value per dimension."""
+        return _values(*self.total(rows))
 
 
 @lru_cache(maxsize=65536)
@@ -156,6 +163,7 @@ class MeaningIndex:
     columns: tuple[int, ...]  # per dimension: each text's value + 128 x count, in one field
     counts: array[int]  # per text: its number of pieces
     inverse_norms: array[float]  # per text: 1 / its vector's length (0 for no vector)
+    rows: bytes  # each text's packed vector sum, one after another
 
     @classmethod
     def build(cls, texts: Sequence[str]) -> MeaningIndex:
@@ -179,7 +187,14 @@ class MeaningIndex:
             for byte in range(_ROW_FIELD):
                 widened[byte::_COLUMN_FIELD] = rows[dim * _ROW_FIELD + byte :: stride]
             columns.append(int.from_bytes(widened, "little"))
-        return cls(len(texts), tuple(columns), counts, inverse_norms)
+        return cls(len(texts), tuple(columns), counts, inverse_norms, bytes(rows))
+
+    def vector(self, position: int) -> list[int]:
+        """Return the vector sum of the text at `position`, one value per dimension."""
+        stride = len(self.columns) * _ROW_FIELD
+        return _values(
+            self.rows[position * stride : (position + 1) * stride], self.counts[position]
+        )
 
     def cosines(self, query: str) -> list[float]:
         """Return the cosine between `query` and each text, in catalog order (0 if unknown)."""

@@ -22,7 +22,9 @@ Fusion. A skill's score is its cosine with the query plus `LEXICAL_WEIGHT` x its
 relative to the query's best; its confidence that it fits is its cosine plus
 `COVERAGE_WEIGHT` x its coverage. Local mode declines when the best skill's confidence is low:
 a near-miss that shares one word with a skill ("split the bill between friends") covers little
-of its query and means something else. A query naming a skill puts that skill first, certain.
+of its query and means something else, and its confidence falls further when that word is left
+out (`Steadiness`, the decision in `local.py`). A query naming a skill puts that skill first,
+certain.
 
 Measured on the development halves of `testdata/skills/` (see `make bench`), never on the
 held-out halves; the constants below were chosen there. Top-1 over the queries that expect a
@@ -63,8 +65,9 @@ the `dev_mixed` sets, which had not been seen by the vocabulary: real catalog 0.
 (the 179 security concepts did nearly all of it), fixture 0.77 -> 0.78, at the old weights.
 With a vocabulary that large, a synonym is nearly as good a match as the word itself:
 `SYNONYM_WEIGHT` swept over 0.5-1.0 rises to 0.79/0.82 at 0.95, and stays below 1 so that the
-literal word still outranks its synonym. `COVERAGE_WEIGHT` 0.75 (0.35-0.75 swept) declines
-the most no-fit queries for the fewest right answers lost once synonyms count so much. Left
+literal word still outranks its synonym. `COVERAGE_WEIGHT` 0.75 (0.35-0.75 swept) declined
+the most no-fit queries for the fewest right answers lost once synonyms count so much; since
+local mode weighs steadiness too, 0.5 separates best (`local.py`). Left
 out, within noise: adding to the query's vector the mean vector of each concept's words
 it touches (0-1 x the query's own vector), and a logistic confidence over the best skill's
 cosine, coverage, score gap, cosine z-score, unseen-word share and BM25F, trained on one
@@ -177,6 +180,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 import re
 import threading
 from collections import defaultdict
@@ -197,7 +201,8 @@ B = 0.75
 NAME_WEIGHT = 3.0
 SYNONYM_WEIGHT = 0.95
 LEXICAL_WEIGHT = 0.5
-COVERAGE_WEIGHT = 0.75
+COVERAGE_WEIGHT = 0.5
+STEADY_WEIGHT = 0.5
 _VOWEL = re.compile("[aeiouy]")
 
 # Function words and request fluff: they say nothing about which skill is meant.
@@ -293,13 +298,9 @@ class Relevance(NamedTuple):
         top = heapq.nlargest(count, positions, key=self.scores.__getitem__)
         return [Scored(p, self.scores[p], self.confidence[p]) for p in top]
 
-    def fitting(self, *, min_confidence: float, min_score: float) -> list[int]:
-        """Return the positions of the skills with at least that confidence and score."""
-        return [
-            p
-            for p, (score, confidence) in enumerate(zip(self.scores, self.confidence, strict=True))
-            if score >= min_score and confidence >= min_confidence
-        ]
+    def within(self, min_score: float) -> list[int]:
+        """Return the positions of the skills scoring at least `min_score`, in catalog order."""
+        return [p for p, score in enumerate(self.scores) if score >= min_score]
 
 
 @dataclass(frozen=True)
@@ -387,10 +388,71 @@ class RelevanceIndex:
         coverage = {position: covered[position] / information for position in scores}
         return scores, coverage, named
 
+    def steadiness(self, query: str, relevance: Relevance) -> Steadiness:
+        """Return how each skill's confidence for `query` holds with one term left out."""
+        return Steadiness(self, query, relevance)
+
     def rank(self, query: str) -> list[Scored]:
         """Return every skill, best first for `query`, ties by catalog position."""
         relevance = self.score(query)
         return relevance.best(len(relevance.scores))
+
+
+class Steadiness:
+    """A query's confidences blended with the least each keeps when one term is left out.
+
+    A near-miss leans on one coincidental word ("merge sort in c" -> merge-conflict-resolver):
+    without it the skill's cosine and coverage fall away, while a fitting request holds on.
+    """
+
+    def __init__(self, index: RelevanceIndex, query: str, relevance: Relevance) -> None:
+        from siftlib.skills.meaning import table
+
+        pieces = table()
+        rows: dict[str, list[int]] = {}  # each term of the query: its words' piece rows
+        for word in WORD.findall(query.lower()):
+            if word not in STOP_WORDS:
+                rows.setdefault(stem(word), []).extend(pieces.tokens(word))
+        unseen = _idf(index.size, 0)
+        self._index = index
+        self._confidence = relevance.confidence
+        self._weights = {term: index.idf.get(term, unseen) for term in rows}
+        # A one-term query has nothing to leave out; its confidence stands as it is.
+        self._without = {
+            term: pieces.values([row for other in rows if other != term for row in rows[other]])
+            for term in (rows if len(rows) > 1 else ())
+        }
+
+    def confidence(self, position: int) -> float:
+        """Return the skill's confidence, half its own and half the least with a term left out."""
+        confidence = self._confidence[position]
+        if not self._without or math.isinf(confidence):
+            return confidence
+        meaning = self._index.meaning
+        skill = meaning.vector(position)
+        inverse = meaning.inverse_norms[position]
+        covered = {
+            term: weight * self._match(term, position) for term, weight in self._weights.items()
+        }
+        information = sum(self._weights.values())
+        least = math.inf
+        for term, vector in self._without.items():
+            length = math.hypot(*vector)
+            dot = sum(map(operator.mul, vector, skill))
+            cosine = dot * inverse / length if length else 0.0
+            # IDF is never zero, so with two terms or more some information is always left.
+            share = (sum(covered.values()) - covered[term]) / (information - self._weights[term])
+            least = min(least, cosine + COVERAGE_WEIGHT * share)
+        return (1 - STEADY_WEIGHT) * confidence + STEADY_WEIGHT * least
+
+    def _match(self, term: str, position: int) -> float:
+        """Return how the skill matches `term`: 1 literally, `SYNONYM_WEIGHT` by synonym, or 0."""
+        postings = self._index.postings
+        if position in postings.get(term, {}):
+            return 1.0
+        if any(position in postings.get(other, {}) for other in related(term)):
+            return SYNONYM_WEIGHT
+        return 0.0
 
 
 def _names(skills: Sequence[Skill]) -> dict[str, int]:

@@ -44,7 +44,7 @@ from siftlib.skills.shortlist import OutboundRequest, build_request  # noqa: E40
 SETS = REPO / "testdata" / "skills"
 REAL = REPO.parent / "shared" / "realdata" / "skills" / "catalog.json"
 SETTINGS = RerankSettings(enabled=True)
-THRESHOLDS = (0.50, 0.55, 0.565, 0.58, 0.60, 0.65, 0.70)
+THRESHOLDS = (0.25, 0.30, 0.32, 0.335, 0.35, 0.40, 0.45)
 
 
 def real_catalog() -> Catalog:

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from siftlib.errors import ToolError
-from siftlib.skills.catalog import Catalog, Skill, discover
+from siftlib.skills.catalog import WORD, Catalog, Skill, discover
 from siftlib.skills.keyword import keyword_search
 from siftlib.skills.local import MIN_CONFIDENCE, local_search
+from siftlib.skills.relevance import STOP_WORDS, stem, terms
 
 from .conftest import MARKER
 
@@ -65,10 +66,44 @@ def test_the_same_query_fits_once_a_fitting_skill_is_added() -> None:
 
 def test_the_threshold_decides() -> None:
     query = "merge pdf files for my grandmother's birthday"
-    (best,) = CATALOG.relevance.rank(query)[:1]
-    assert local_search(CATALOG, query, 5, min_confidence=best.confidence).matches
-    assert not local_search(CATALOG, query, 5, min_confidence=best.confidence + 0.01).matches
+    relevance = CATALOG.relevance.score(query)
+    (best,) = relevance.best(1)
+    confidence = CATALOG.relevance.steadiness(query, relevance).confidence(best.position)
+    assert local_search(CATALOG, query, 5, min_confidence=confidence).matches
+    assert not local_search(CATALOG, query, 5, min_confidence=confidence + 0.01).matches
     assert 0 < MIN_CONFIDENCE < 1
+
+
+def without_term(query: str, term: str) -> str:
+    return " ".join(w for w in WORD.findall(query.lower()) if w in STOP_WORDS or stem(w) != term)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["merge sort in c", "fill in the tax forms as a pdf", "my merged pdfs and merging", "pdf"],
+)
+def test_steadiness_is_the_least_confidence_left_with_a_term_left_out(query: str) -> None:
+    index = CATALOG.relevance
+    relevance = index.score(query)
+    steadiness = index.steadiness(query, relevance)
+    query_terms = dict.fromkeys(terms(query))
+    for position in range(len(CATALOG.skills)):
+        own = relevance.confidence[position]
+        left = [index.score(without_term(query, t)).confidence[position] for t in query_terms]
+        expected = (own + min(left)) / 2 if len(query_terms) > 1 else own
+        assert steadiness.confidence(position) == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_near_miss_leaning_on_one_word_loses_more_confidence_than_a_request() -> None:
+    catalog = catalog_of(*((s.name, s.description) for s in CATALOG.skills))
+    index = catalog.relevance
+
+    def lost(query: str) -> float:
+        relevance = index.score(query)
+        (best,) = relevance.best(1)
+        return best.confidence - index.steadiness(query, relevance).confidence(best.position)
+
+    assert lost("merge sort in c") > lost("merge pdf files") + 0.05
 
 
 def test_total_counts_every_fitting_skill_before_the_limit() -> None:
