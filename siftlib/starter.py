@@ -70,12 +70,13 @@ user_agent = "sift/{version}"
 allow = []                         # exact "host:port" pinholes through the guard
 per_host = 4                       # concurrent fetches to one host
 
-# `sift rerank-skills`: "keyword" is the baseline; "local" ranks offline and can say that no
-# skill fits (a project's .sift/config.toml may choose it too). Semantic reranking by a hosted
-# model is off unless you opt in below (only this global config can) and export
-# TYPESAFE_API_KEY; it takes precedence over local. Off, nothing leaves the machine.
+# `sift rerank-skills`: "local" (the default) ranks offline and can say that no skill fits;
+# "keyword" is the substring baseline (a project's .sift/config.toml may choose either).
+# Semantic reranking by a hosted model is off unless you opt in below (only this global config
+# can) and export TYPESAFE_API_KEY; it takes precedence over local, and falls back to keyword.
+# Off, nothing leaves the machine.
 [skill_search]
-mode = "keyword"
+mode = "local"
 
 [skill_search.reranking]
 enabled = false                    # only the literal true opts in

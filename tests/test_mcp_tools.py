@@ -283,8 +283,25 @@ def test_web_fetch_through_a_gateway(tmp_path: Path, page: str) -> None:
 # skill_search
 
 
-def test_skill_search_returns_the_keyword_result(box: Toolbox) -> None:
+def keyword_toolbox(tmp_path: Path) -> Toolbox:
+    config = tmp_path / "keyword.toml"
+    config.write_text('[skill_search]\nmode = "keyword"\n')
+    return open_toolbox(tmp_path, config=config)
+
+
+def test_skill_search_is_local_by_default(box: Toolbox) -> None:
     result = run(box, "skill_search", {"query": "fill pdf form", "limit": 2})
+    assert result.structured is not None
+    assert result.structured["mode"] == "local" and result.structured["selection"] == "matches"
+    assert result.structured["results"][0]["name"] == "pdf-forms"
+
+
+def test_skill_search_in_keyword_mode(tmp_path: Path) -> None:
+    toolbox = keyword_toolbox(tmp_path)
+    try:
+        result = run(toolbox, "skill_search", {"query": "fill pdf form", "limit": 2})
+    finally:
+        toolbox.close()
     structured = result.structured
     assert structured is not None
     assert structured["query"] == "fill pdf form"
@@ -302,7 +319,7 @@ def test_no_fitting_skill_is_selection_none(box: Toolbox) -> None:
     result = run(box, "skill_search", {"query": "qqqzzz"})
     assert result.structured == {
         "query": "qqqzzz",
-        "mode": "keyword",
+        "mode": "local",
         "selection": "none",
         "results": [],
     }
@@ -431,7 +448,7 @@ def test_a_reranker_that_falls_back_reports_the_keyword_mode(
     monkeypatch.setenv("TYPESAFE_BASE_URL", httpserver.url_for("/"))
     config = tmp_path / "config.toml"
     config.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 10000\n")
-    toolbox, plain = open_toolbox(tmp_path, config=config), open_toolbox(tmp_path)
+    toolbox, plain = open_toolbox(tmp_path, config=config), keyword_toolbox(tmp_path)
     try:
         result = run(toolbox, "skill_search", {"query": "fill pdf form"})
         baseline = run(plain, "skill_search", {"query": "fill pdf form"})

@@ -20,8 +20,8 @@ imported before a tool needs it: listing tools reads only the reranking consent 
 Decisions where mcp.md is silent:
 - `web_search.query` in the output is the caller's text; `position` is 1-based after fusion.
 - `skill_search.mode` says what produced the result: `reranked` when the opted-in reranker
-  decided, `keyword` when it fell back (skills.md §3) or was not asked, or `local`
-  (skills.md §10, chosen by `[skill_search] mode`);
+  decided, `keyword` when it fell back (skills.md §3) or `[skill_search] mode` chose it, or
+  `local` (skills.md §10, the default when reranking is not opted in);
   `selection` is `none` when no skill fits (nothing matched, or the reranker or the local
   ranking decided none does), else `matches`; `score` is the local relevance score in local
   mode, else the keyword score (the order is the reranker's when it decided).
@@ -318,7 +318,7 @@ class Toolbox:
         return ToolResult(_page_text(structured), structured)
 
     def skill_search(self, arguments: dict[str, Any], cancel: threading.Event) -> ToolResult:
-        """Run `skill_search`: the keyword baseline, reranked when the user opted in."""
+        """Run `skill_search` in the session's mode, reranked when the user opted in."""
         from siftlib.skills.answer import render_text
         from siftlib.skills.keyword import keyword_scores
 

@@ -1,4 +1,4 @@
-"""Skill search: the local catalog, the keyword baseline and opt-in semantic reranking.
+"""Skill search: the local catalog, local ranking, the keyword baseline and opt-in reranking.
 
 catalog     discover skill folders and parse their frontmatter (bodies are never read)
 keyword     the keyword baseline, the result every search falls back to
@@ -6,7 +6,7 @@ vocabulary  reviewed synonym concepts (concepts.txt) for the relevance scorer
 meaning     static word-piece embeddings (wordpieces.bin): cosines by meaning, no model
 relevance   the local scorer: BM25F over stems and synonyms, fused with the embeddings
 local       local ranking mode (§10): the relevance ranking, or "no skill fits"
-mode        which mode a search ranks in: its own, the project's or global config's
+mode        which mode a search ranks in: its own, the project's or global config's, else local
 consent     the `[skill_search.reranking]` opt-in, validated strictly
 shortlist   the bounded outbound request (or the reason none may be sent)
 provider    the TypeSafe System One wire format

@@ -108,7 +108,7 @@ class Session:
     ) -> tuple[Session, list[str]]:
         """Read config and catalog; return the new session and its diagnostics."""
         settings, diagnostics = load_settings(config_path, cwd=cwd)
-        mode, mode_diagnostics = configured_mode(config_path, cwd=cwd)
+        mode, mode_diagnostics = configured_mode(config_path, cwd=cwd, reranking=settings.enabled)
         catalog = discover(skills_dirs=skills_dirs, cwd=cwd, home=home)
         catalog.keyword_index  # noqa: B018 - built now, not in the first search
         snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings), mode=mode)

@@ -78,7 +78,9 @@ def names(answer: dict[str, Any]) -> list[str]:
 def test_mode_local_ranks_and_says_so(
     capsys: pytest.CaptureFixture[str], catalog_dir: Path
 ) -> None:
-    keyword = run_json(capsys, "fill in an excel workbook", "--skills-dir", str(catalog_dir))
+    keyword = run_json(
+        capsys, "fill in an excel workbook", "--mode", "keyword", "--skills-dir", str(catalog_dir)
+    )
     assert keyword["details"]["mode"] == "keyword" and keyword["details"]["total"] > 2
     answer = run_json(
         capsys, "fill in an excel workbook", "--mode", "local", "--skills-dir", str(catalog_dir)
@@ -181,7 +183,7 @@ def test_an_invalid_configured_mode_is_ignored_with_a_diagnostic(
     code, out, err = run(
         capsys, "pdf", "--json", "--config", str(config), "--skills-dir", str(catalog_dir)
     )
-    assert code == 0 and json.loads(out)["details"]["mode"] == "keyword"
+    assert code == 0 and json.loads(out)["details"]["mode"] == DEFAULT_MODE == "local"
     assert "[skill_search] mode must be" in err
 
 
@@ -199,9 +201,44 @@ def test_a_configured_mode_keeps_reranking_settings_valid(
     assert diagnostics == []
 
 
-def test_the_default_mode(tmp_path: Path) -> None:
+@pytest.mark.parametrize("key", [SECRET, None])
+def test_local_is_the_default_unless_reranking_is_opted_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str | None
+) -> None:
+    if key is not None:
+        monkeypatch.setenv("TYPESAFE_API_KEY", key)
     session, _ = Session.open(config_path=tmp_path / "absent.toml", skills_dirs=[], cwd=tmp_path)
-    assert session.snapshot.mode == DEFAULT_MODE
+    assert session.snapshot.mode == DEFAULT_MODE == "local"
+    # Opted in, reranking's fallback (a missing key included) stays the keyword result (§3).
+    config = write_config(tmp_path / "on.toml", "[skill_search.reranking]\nenabled = true\n")
+    session, _ = Session.open(config_path=config, skills_dirs=[], cwd=tmp_path)
+    assert session.snapshot.mode == "keyword"
+
+
+def test_a_search_without_a_mode_is_local(
+    capsys: pytest.CaptureFixture[str], catalog_dir: Path, tmp_path: Path
+) -> None:
+    absent = ("--skills-dir", str(catalog_dir), "--cwd", str(tmp_path))  # no config at all
+    for query in ("fill in an excel workbook", "book a table at an italian restaurant"):
+        assert run_json(capsys, query, *absent) == run_json(
+            capsys, query, "--mode", "local", *absent
+        )
+    assert run_json(capsys, "fill in an excel workbook", *absent)["details"]["mode"] == "local"
+
+
+def test_opted_in_without_a_key_falls_back_to_the_keyword_result(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    catalog_dir: Path,
+    tmp_path: Path,
+) -> None:
+    monkeypatch.delenv("TYPESAFE_API_KEY", raising=False)
+    config = write_config(tmp_path / "on.toml", "[skill_search.reranking]\nenabled = true\n")
+    args = ("--config", str(config), "--skills-dir", str(catalog_dir))
+    answer = run_json(capsys, "fill in an excel workbook", *args)
+    baseline = run_json(capsys, "fill in an excel workbook", "--mode", "keyword", *args)
+    assert answer["details"] == {**baseline["details"], "fallback": "missing_key"}
+    assert answer["details"]["mode"] == "keyword"
 
 
 # --- --stdio -----------------------------------------------------------------------------
@@ -213,7 +250,7 @@ def test_stdio_requests_choose_their_mode(
     catalog_dir: Path,
     tmp_path: Path,
 ) -> None:
-    config = write_config(tmp_path / "config.toml", "")
+    config = write_config(tmp_path / "config.toml", '[skill_search]\nmode = "keyword"\n')
 
     def lines() -> Iterator[bytes]:
         yield b'{"query": "excel workbook", "mode": "local"}\n'
@@ -314,9 +351,10 @@ def test_local_mode_on_the_real_catalog(
 # The README's local-mode examples over the real catalog, as written there: the command, then
 # its output block, with the catalog written out at /tmp/skills-real.
 README_EXAMPLES = (
-    'sift rerank-skills "fill in a word document" --mode local --limit 1',
-    'sift rerank-skills "book a flight to lisbon" --mode local --json',
-    'sift rerank-skills "hand several independent fixes to helpers that run at once" --mode local',
+    'sift rerank-skills "fill in a word document" --mode keyword --limit 1',
+    'sift rerank-skills "fill in a word document" --limit 1',
+    'sift rerank-skills "book a flight to lisbon" --json',
+    'sift rerank-skills "hand several independent fixes to helpers that run at once"',
 )
 
 

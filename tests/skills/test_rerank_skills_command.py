@@ -30,6 +30,8 @@ from .systemone_fake import FakeSystemOne, ranked, serve
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "ts-secret-key-0123456789"
+# These tests pin the keyword baseline (spec §1), which local mode replaced as the default.
+KEYWORD = ("--mode", "keyword")
 READ_HINT = (
     "Read the SKILL.md of the skill that fits before using it;"
     " relative paths inside it resolve against its base directory."
@@ -69,7 +71,15 @@ def config(tmp_path: Path) -> Callable[[str], Path]:
 
 def test_text_output(capsys: pytest.CaptureFixture[str], catalog_dir: Path, tmp_path: Path) -> None:
     code, out, err = run(
-        capsys, "pdf", "--limit", "1", "--skills-dir", str(catalog_dir), "--cwd", str(tmp_path)
+        capsys,
+        "pdf",
+        "--limit",
+        "1",
+        *KEYWORD,
+        "--skills-dir",
+        str(catalog_dir),
+        "--cwd",
+        str(tmp_path),
     )
     assert code == 0
     assert out == (
@@ -96,7 +106,7 @@ def test_no_match_text(capsys: pytest.CaptureFixture[str], catalog_dir: Path) ->
 
 
 def test_json_output(capsys: pytest.CaptureFixture[str], catalog_dir: Path) -> None:
-    code, out, _ = run(capsys, "Form fields", "--json", "--skills-dir", str(catalog_dir))
+    code, out, _ = run(capsys, "Form fields", "--json", *KEYWORD, "--skills-dir", str(catalog_dir))
     assert code == 0
     answer = json.loads(out)
     forms, xlsx = catalog_dir / "pdf-forms", catalog_dir / "xlsx"
@@ -125,7 +135,7 @@ def test_json_output(capsys: pytest.CaptureFixture[str], catalog_dir: Path) -> N
 
 
 def test_json_no_match(capsys: pytest.CaptureFixture[str], catalog_dir: Path) -> None:
-    _, out, _ = run(capsys, "zzz", "--json", "--skills-dir", str(catalog_dir))
+    _, out, _ = run(capsys, "zzz", "--json", *KEYWORD, "--skills-dir", str(catalog_dir))
     assert json.loads(out) == {
         "content": [{"type": "text", "text": "No matching skills found."}],
         "details": {"matches": [], "total": 0, "mode": "keyword"},
@@ -188,7 +198,9 @@ def test_bad_limit_json(capsys: pytest.CaptureFixture[str], catalog_dir: Path, l
 
 @pytest.mark.parametrize("limit", ["1", "20", "07"])
 def test_good_limit(capsys: pytest.CaptureFixture[str], catalog_dir: Path, limit: str) -> None:
-    code, out, _ = run(capsys, "and", "--json", "--limit", limit, "--skills-dir", str(catalog_dir))
+    code, out, _ = run(
+        capsys, "and", "--json", *KEYWORD, "--limit", limit, "--skills-dir", str(catalog_dir)
+    )
     assert code == 0
     assert len(json.loads(out)["details"]["matches"]) == min(int(limit), 5)
 
@@ -260,7 +272,7 @@ def test_non_consent_cases_make_no_network_activity(
 
     # ...and the command, one-shot and in a session, opens no connection at all.
     code, out, err = run(
-        capsys, "fill pdf form", "--json", "--skills-dir", str(catalog_dir), *config_args
+        capsys, "fill pdf form", "--json", *KEYWORD, "--skills-dir", str(catalog_dir), *config_args
     )
     assert code == 0 and json.loads(out)["details"]["total"] == 3
     code, answers, err2 = stdio(
@@ -340,7 +352,7 @@ def test_invalid_config_keeps_keyword_search_working(
         "[search]\nk = 'x'\n"
     )
     code, out, err = run(
-        capsys, "pdf", "--json", "--skills-dir", str(catalog_dir), "--config", str(path)
+        capsys, "pdf", "--json", *KEYWORD, "--skills-dir", str(catalog_dir), "--config", str(path)
     )
     assert code == 0 and json.loads(out)["details"]["total"] == 2
     assert "key 'bogus'" in err and "skill reranking is disabled" in err
@@ -390,7 +402,7 @@ def test_reranker_is_used_only_with_consent_and_key(fixture_catalog: Catalog) ->
         (RerankSettings(enabled=True), "", "missing_key"),
     ]:
         fake = FakeReranker()
-        session = Session(Snapshot(fixture_catalog, settings, key), reranker=fake)
+        session = Session(Snapshot(fixture_catalog, settings, key, mode="keyword"), reranker=fake)
         assert session.search("pdf", 5) == replace(baseline, fallback=fallback)
         assert fake.calls == []
 
@@ -491,7 +503,7 @@ def test_stdio_session(
             return line
 
     monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=Stdin()))
-    code, out, _ = run(capsys, "--stdio", "--skills-dir", str(root))
+    code, out, _ = run(capsys, "--stdio", *KEYWORD, "--skills-dir", str(root))
     answers = [json.loads(line) for line in out.splitlines()]
     assert code == 0
     assert len(answers) == 12  # the blank line is skipped
@@ -587,6 +599,7 @@ def test_stdio_in_a_real_process(catalog_dir: Path, tmp_path: Path, user_home: P
             str(REPO_ROOT / "sift.py"),
             "rerank-skills",
             "--stdio",
+            *KEYWORD,
             "--skills-dir",
             str(catalog_dir),
         ],
@@ -748,4 +761,4 @@ def test_an_empty_catalog_names_the_folders_searched(tmp_path: Path) -> None:
     assert done.stdout == "No skills found in: " + ", ".join(map(str, folders)) + "\n"
     as_json = json.loads(sift(*args, "--json", env={"HOME": str(tmp_path)}).stdout)
     assert as_json["content"][0]["text"].startswith("No skills found in: ")
-    assert as_json["details"] == {"matches": [], "total": 0, "mode": "keyword"}
+    assert as_json["details"] == {"matches": [], "total": 0, "mode": "local", "selection": "none"}
