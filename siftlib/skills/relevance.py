@@ -203,6 +203,7 @@ SYNONYM_WEIGHT = 0.95
 LEXICAL_WEIGHT = 0.5
 COVERAGE_WEIGHT = 0.5
 STEADY_WEIGHT = 0.5
+MAX_LEFT_OUT = 32
 _VOWEL = re.compile("[aeiouy]")
 
 # Function words and request fluff: they say nothing about which skill is meant.
@@ -290,6 +291,7 @@ class Relevance(NamedTuple):
 
     scores: list[float]
     confidence: list[float]
+    coverage: dict[int, float]  # the share of the query each skill sharing a term matches
 
     def best(self, count: int, among: Iterable[int] | None = None) -> list[Scored]:
         """Return the `count` best skills (of the positions `among`, else of all), best first."""
@@ -356,7 +358,7 @@ class RelevanceIndex:
             confidence[position] += COVERAGE_WEIGHT * coverage[position]
         if named is not None:  # the query is a skill's name: that skill fits, first
             scores[named] = confidence[named] = math.inf
-        return Relevance(scores, confidence)
+        return Relevance(scores, confidence, coverage)
 
     def lexical(self, query: str) -> tuple[dict[int, float], dict[int, float], int | None]:
         """Return BM25F scores and coverage of the skills `query` shares a term with, and the
@@ -414,34 +416,35 @@ class Steadiness:
             if word not in STOP_WORDS:
                 rows.setdefault(stem(word), []).extend(pieces.tokens(word))
         unseen = _idf(index.size, 0)
+        weights = {term: index.idf.get(term, unseen) for term in rows}
         self._index = index
-        self._confidence = relevance.confidence
-        self._weights = {term: index.idf.get(term, unseen) for term in rows}
-        # A one-term query has nothing to leave out; its confidence stands as it is.
-        self._without = {
-            term: pieces.values([row for other in rows if other != term for row in rows[other]])
-            for term in (rows if len(rows) > 1 else ())
-        }
+        self._relevance = relevance
+        self._information = sum(weights.values())
+        # A one-term query has nothing to leave out: its confidence stands as it is. Of a long
+        # one, only the most informative terms are left out in turn, so a hostile query of
+        # thousands of words costs no more than one of `MAX_LEFT_OUT`.
+        left_out = sorted(weights, key=weights.__getitem__, reverse=True)[:MAX_LEFT_OUT]
+        whole = pieces.values([row for term_rows in rows.values() for row in term_rows])
+        self._without: dict[str, tuple[float, list[int], float]] = {}
+        for term in left_out if len(rows) > 1 else ():
+            rest = [a - b for a, b in zip(whole, pieces.values(rows[term]), strict=True)]
+            self._without[term] = (weights[term], rest, math.hypot(*rest))
 
     def confidence(self, position: int) -> float:
         """Return the skill's confidence, half its own and half the least with a term left out."""
-        confidence = self._confidence[position]
+        confidence = self._relevance.confidence[position]
         if not self._without or math.isinf(confidence):
             return confidence
         meaning = self._index.meaning
         skill = meaning.vector(position)
         inverse = meaning.inverse_norms[position]
-        covered = {
-            term: weight * self._match(term, position) for term, weight in self._weights.items()
-        }
-        information = sum(self._weights.values())
+        information = self._information
+        covered = self._relevance.coverage.get(position, 0.0) * information
         least = math.inf
-        for term, vector in self._without.items():
-            length = math.hypot(*vector)
-            dot = sum(map(operator.mul, vector, skill))
-            cosine = dot * inverse / length if length else 0.0
+        for term, (weight, rest, length) in self._without.items():
+            cosine = sum(map(operator.mul, rest, skill)) * inverse / length if length else 0.0
             # IDF is never zero, so with two terms or more some information is always left.
-            share = (sum(covered.values()) - covered[term]) / (information - self._weights[term])
+            share = (covered - weight * self._match(term, position)) / (information - weight)
             least = min(least, cosine + COVERAGE_WEIGHT * share)
         return (1 - STEADY_WEIGHT) * confidence + STEADY_WEIGHT * least
 

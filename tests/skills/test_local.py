@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from siftlib.errors import ToolError
 from siftlib.skills.catalog import WORD, Catalog, Skill, discover
 from siftlib.skills.keyword import keyword_search
 from siftlib.skills.local import MIN_CONFIDENCE, local_search
-from siftlib.skills.relevance import STOP_WORDS, stem, terms
+from siftlib.skills.relevance import MAX_LEFT_OUT, STOP_WORDS, stem, terms
 
 from .conftest import MARKER
 
@@ -92,6 +93,22 @@ def test_steadiness_is_the_least_confidence_left_with_a_term_left_out(query: str
         left = [index.score(without_term(query, t)).confidence[position] for t in query_terms]
         expected = (own + min(left)) / 2 if len(query_terms) > 1 else own
         assert steadiness.confidence(position) == pytest.approx(expected, abs=1e-12)
+
+
+def test_of_a_long_query_only_the_most_informative_terms_are_left_out() -> None:
+    index = CATALOG.relevance
+    query = " ".join(f"zqx{n}" for n in range(MAX_LEFT_OUT)) + " merge pdf"  # 2 words past the cap
+    relevance = index.score(query)
+    pdf = [skill.name for skill in CATALOG.skills].index("pdf")
+    own = relevance.confidence[pdf]
+    # Made-up words are the most informative (no skill uses them), so "merge" and "pdf" stay in.
+    kept = sorted(dict.fromkeys(terms(query)), key=lambda t: index.idf.get(t, math.inf))[2:]
+    left = [index.score(without_term(query, t)).confidence[pdf] for t in kept]
+    assert index.steadiness(query, relevance).confidence(pdf) == pytest.approx(
+        (own + min(left)) / 2
+    )
+    every = min(index.score(without_term(query, t)).confidence[pdf] for t in terms(query))
+    assert min(left) > every  # leaving out "pdf" would have cost the most
 
 
 def test_a_near_miss_leaning_on_one_word_loses_more_confidence_than_a_request() -> None:
