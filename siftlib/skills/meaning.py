@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 
-from siftlib.skills.catalog import WORD
-from siftlib.skills.relevance import STOP_WORDS
+from siftlib.skills.relevance import words
 
 DATA = "wordpieces.bin"
 MAGIC = b"SIFTWPV1"
@@ -87,12 +86,7 @@ class Table:
         if not plain.isascii():
             plain = unicodedata.normalize("NFD", plain)
             plain = "".join(c for c in plain if unicodedata.category(c) != "Mn")
-        return [
-            row
-            for word in WORD.findall(plain)
-            if word not in STOP_WORDS
-            for row in _pieces(self, word)
-        ]
+        return [row for word in words(plain) for row in _pieces(self, word)]
 
     def packed(self, row: int) -> int:
         """Return a row as one integer, a `_ROW_FIELD`-byte field of value + 128 per dimension."""

@@ -264,9 +264,14 @@ def _stemmer() -> _Stemmer:
     return english
 
 
+def words(text: str) -> list[str]:
+    """Return the lowercase words of `text` that carry meaning, in order, with repeats."""
+    return [word for word in WORD.findall(text.lower()) if word not in STOP_WORDS]
+
+
 def terms(text: str) -> list[str]:
     """Return the stems of the words in `text` that carry meaning, in order, with repeats."""
-    return [stem(word) for word in WORD.findall(text.lower()) if word not in STOP_WORDS]
+    return [stem(word) for word in words(text)]
 
 
 @lru_cache(maxsize=16384)
@@ -370,9 +375,8 @@ class RelevanceIndex:
         covered: dict[int, float] = {}
         information = 0.0
         postings = self.postings
-        unseen = _idf(self.size, 0)  # a term no skill uses is the most informative
         for term in dict.fromkeys(terms(query)):
-            weight = self.idf.get(term, unseen)
+            weight = self.weight(term)
             information += weight
             best: dict[int, float] = {}
             for other in related(term):
@@ -392,6 +396,10 @@ class RelevanceIndex:
         named = self.named.get(" ".join(WORD.findall(query.lower())))
         coverage = {position: covered[position] / information for position in scores}
         return scores, coverage, named
+
+    def weight(self, term: str) -> float:
+        """Return the information `term` carries: its IDF (a term no skill uses weighs most)."""
+        return self.idf.get(term, _idf(self.size, 0))
 
     def steadiness(self, query: str, relevance: Relevance) -> Steadiness:
         """Return how each skill's confidence for `query` holds with one term left out."""
@@ -415,11 +423,9 @@ class Steadiness:
 
         pieces = table()
         rows: dict[str, list[int]] = {}  # each term of the query: its words' piece rows
-        for word in WORD.findall(query.lower()):
-            if word not in STOP_WORDS:
-                rows.setdefault(stem(word), []).extend(pieces.tokens(word))
-        unseen = _idf(index.size, 0)
-        weights = {term: index.idf.get(term, unseen) for term in rows}
+        for word in words(query):
+            rows.setdefault(stem(word), []).extend(pieces.tokens(word))
+        weights = {term: index.weight(term) for term in rows}
         self._index = index
         self._relevance = relevance
         self._information = sum(weights.values())
