@@ -9,7 +9,7 @@ MCP_SDK_2 := mcp==2.3.0
 MCP_SDK_1 := mcp==1.26.0
 MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
 
-.PHONY: install test lint bench clean serve contract demo dist redis-server wrk chromium vectors
+.PHONY: install test lint bench clean serve contract demo dist redis-server wrk chromium vectors searxng
 
 install: $(STAMP)
 
@@ -44,7 +44,7 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 # by deleting the oldest ones, often other runs' thousands of files.
 TEST_TMP := $(or $(TMPDIR),/tmp)/sift-tests-$(shell id -u)$(subst /,-,$(CURDIR))
 
-test: install redis-server chromium $(WHEELHOUSE)/.done
+test: install redis-server chromium searxng $(WHEELHOUSE)/.done
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist worksteal \
 		--basetemp $(TEST_TMP)
 
@@ -76,6 +76,22 @@ contract: $(CONTRACT_STAMP) $(MCP_STAMPS)
 demo: $(CONTRACT_STAMP)
 	$(BIN)/python testdata/demo/demo.py
 
+# A real SearXNG for tests/test_searxng_real.py, built from ../shared/vendor's source tarball when
+# it is there (SearXNG is not on PyPI; its pinned requirements are): unpacked into
+# .venv-searxng/src beside its own venv, rebuilt only when the tarball changes.
+SEARXNG_TARBALL := $(firstword $(wildcard ../shared/vendor/searxng-*.tar.gz))
+
+searxng: $(if $(SEARXNG_TARBALL),.venv-searxng/.installed)
+
+.venv-searxng/.installed: $(SEARXNG_TARBALL)
+	test -x .venv-searxng/bin/python || $(PYTHON) -m venv .venv-searxng
+	rm -rf .venv-searxng/src && mkdir .venv-searxng/src
+	tar xzf $< -C .venv-searxng/src --strip-components=1
+	.venv-searxng/bin/python -m pip install -q --upgrade pip
+	.venv-searxng/bin/python -m pip install -q -r .venv-searxng/src/requirements.txt \
+		-r .venv-searxng/src/requirements-server.txt
+	touch $@
+
 # The shared-store tests start a real redis-server, the bench drives gateways with wrk, and
 # the report's browser test renders in chromium: Debian packages, installed when missing
 # (apt-get retried while another install holds its lock).
@@ -97,4 +113,4 @@ vectors:
 	.venv-vectors/bin/python tools/skill_vectors.py siftlib/skills/wordpieces.bin
 
 clean:
-	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .venv-vectors .pytest_cache .mypy_cache .ruff_cache dist build $(TEST_TMP)
+	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .venv-vectors .venv-searxng .pytest_cache .mypy_cache .ruff_cache dist build $(TEST_TMP)
