@@ -3,7 +3,8 @@
     envelope = search_remote("http://127.0.0.1:8787", token, "sqlite wal", k=5, timeout=10.0)
 
 Each way a call can fail becomes one library error, which the CLI maps to an exit code:
-401/403 `AuthError` (3); connection refused, timeout, or an answer that is not sift's —
+401/403 `AuthError` (3), but a 403 `blocked by the site` (a page behind a challenge) is
+`Blocked` (4); connection refused, timeout, or an answer that is not sift's —
 including a 5xx or a 404 — `UnreachableError` (5), so an agent falls back to its own web
 search; 400/413 `QueryError` (2); 422 `NoResultsError` (1). Error sentences name the server
 URL but never the token. Proxies and netrc from the environment are ignored: the server is
@@ -68,12 +69,21 @@ def _post(url: str, path: str, token: str | None, body: object, *, timeout: floa
         raise UnreachableError(
             f"the sift server at {url} is unreachable ({type(exc).__name__})"
         ) from None
-    if response.status_code in (401, 403):
+    if response.status_code in (401, 403) and not _blocked_by_site(response):
         hint = "set SIFT_TOKEN or token in client.toml" if not token else "check the token"
         raise AuthError(
             f"the sift server at {url} refused the request ({response.status_code}): {hint}"
         )
     return response
+
+
+def _blocked_by_site(response: Any) -> bool:
+    """Tell a 403 about the page (a challenge page, fetch only) from one about us."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and payload.get("code") == "blocked by the site"
 
 
 def _reason(response: Any, fallback: str) -> str:
@@ -103,8 +113,8 @@ def fetch_remote(
 ) -> dict[str, Any]:
     """Fetch a page through a sift server (`POST /v1/fetch`); return its native envelope.
 
-    The server's refusals come back as the library's errors: `blocked` → `Blocked`,
-    415 → `UnsupportedContent`, 408/500 → `FetchFailed`, 400 → `QueryError`.
+    The server's refusals come back as the library's errors: `blocked` and `blocked by the
+    site` → `Blocked`, 415 → `UnsupportedContent`, 408/500 → `FetchFailed`, 400 → `QueryError`.
     """
     response = _post(url, "/v1/fetch", token, body, timeout=timeout)
     status = response.status_code
@@ -118,7 +128,7 @@ def fetch_remote(
     code = payload.get("code")
     if status == 200 and isinstance(payload.get("content"), str):
         return payload
-    if code == "blocked":
+    if code in ("blocked", "blocked by the site"):
         raise Blocked("remote", error)
     if status == 415:
         raise UnsupportedContent(error.removeprefix("unsupported content type: "))

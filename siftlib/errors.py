@@ -10,7 +10,8 @@
      ├── BakeoffError      a bake-off input or run directory is unusable
      ├── ToolError         a skill search's query or limit is invalid
      ├── Blocked           the fetch guard refused a URL, a hop or an address (`rule`)
-     │    └── UnsupportedContent  the page's content type is not one fetch reads
+     │    ├── UnsupportedContent  the page's content type is not one fetch reads
+     │    └── BlockedBySite       the site answered with a challenge or block page (`status`)
      └── FetchFailed       a fetch went out but failed (`kind`: dns, connect, tls, deadline, …)
 
 A failing *source* is never an exception outside the pipeline: it becomes a warning.
@@ -77,6 +78,14 @@ class UnsupportedContent(Blocked):
     def __init__(self, media_type: str) -> None:
         super().__init__("content-type", f"unsupported content type: {media_type}")
         self.media_type = media_type
+
+
+class BlockedBySite(Blocked):
+    """The site answered with a challenge or block page, not the page (`status`: its status)."""
+
+    def __init__(self, what: str, status: int) -> None:
+        super().__init__("site", f"blocked by the site: {what} (HTTP {status})")
+        self.status = status
 
 
 class FetchFailed(SiftError):

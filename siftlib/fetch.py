@@ -54,8 +54,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from siftlib.challenge import challenge_of
 from siftlib.dial import Connector, Resolver, pinned_transport, wall_clock
-from siftlib.errors import Blocked, FetchFailed, QueryError, UnsupportedContent
+from siftlib.errors import Blocked, BlockedBySite, FetchFailed, QueryError, UnsupportedContent
 from siftlib.guard import Guard, Hop
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ __all__ = ["FetchRequest", "FetchResult", "Fetcher", "Page"]
 ACCEPTED_TYPES = frozenset(
     ("text/html", "application/xhtml+xml", "text/plain", "text/markdown", "application/json")
 )
+HTML_TYPES = frozenset(("text/html", "application/xhtml+xml"))
 FORMATS = ("markdown", "text", "html", "raw_html", "links")
 _REDIRECTS = frozenset((301, 302, 303, 307, 308))
 _ACCEPT = (
@@ -109,6 +111,7 @@ class Page:
     truncated: bool
     warnings: list[str]
     fetch_ms: int
+    headers: dict[str, str] = field(default_factory=dict)  # lower-case names
 
 
 @dataclass
@@ -262,6 +265,12 @@ class Fetcher:
         from siftlib.convert import convert
 
         page = self.read(request.url, timeout=request.timeout)
+        if page.media_type in HTML_TYPES or "cf-mitigated" in page.headers:
+            what = challenge_of(
+                status=page.status, headers=page.headers, body=page.body, url=page.final_url
+            )
+            if what is not None:
+                raise BlockedBySite(what, page.status)
         started = time.perf_counter()
         limit = min(request.max_chars or self.settings.max_chars, self.settings.max_chars)
         document = convert(
@@ -370,6 +379,7 @@ class Fetcher:
                 truncated=truncated,
                 warnings=warnings,
                 fetch_ms=round((time.monotonic() - started) * 1000),
+                headers=dict(response.headers.items()),
             )
         finally:
             response.close()

@@ -7,6 +7,9 @@
 No socket and no server here: the gateway decodes the JSON body, calls these, and writes.
 
 Decisions the spec leaves open:
+- A challenge or block page (`siftlib.challenge`) is a 403 `blocked by the site`, the site's
+  status in `metadata.statusCode` (at the top and in `data.metadata`, where a success has
+  it; natively `status`): firecrawl-py reads a 403 as "website not supported".
 - Error codes are the spec's labels, word for word: `invalid url`, `blocked`,
   `unsupported option`, `deadline`, `unsupported content type`, `fetch failed`; the error
   sentence starts with its label (`blocked: 127.0.0.1 is a loopback address`,
@@ -28,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from siftlib.errors import Blocked, FetchFailed, QueryError, UnsupportedContent
+from siftlib.errors import Blocked, BlockedBySite, FetchFailed, QueryError, UnsupportedContent
 from siftlib.fetch import FetchRequest, FetchResult
 
 __all__ = ["ScrapeRequest", "failure", "firecrawl_answer", "firecrawl_request", "native_request"]
@@ -133,6 +136,8 @@ def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, A
 
 def failure(exc: Exception, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
     """Return the status and body answering a fetch that ended in `exc`."""
+    if isinstance(exc, BlockedBySite):
+        return _blocked_by_site(exc, firecrawl=firecrawl)
     if isinstance(exc, UnsupportedContent):
         status, code, error = 415, "unsupported content type", str(exc)
     elif isinstance(exc, Blocked):
@@ -150,6 +155,15 @@ def failure(exc: Exception, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
         raise exc
     payload: dict[str, Any] = {"error": error, "code": code}
     return status, ({"success": False, **payload} if firecrawl else payload)
+
+
+def _blocked_by_site(exc: BlockedBySite, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
+    """A challenge page: 403 (the SDK's "website not supported"), with the site's own status."""
+    payload: dict[str, Any] = {"error": str(exc), "code": "blocked by the site"}
+    if not firecrawl:
+        return 403, {**payload, "status": exc.status}
+    metadata = {"statusCode": exc.status}
+    return 403, {"success": False, **payload, "metadata": metadata, "data": {"metadata": metadata}}
 
 
 def _url(body: Mapping[str, Any]) -> str:
