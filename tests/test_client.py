@@ -252,7 +252,7 @@ def test_search_remote_sends_no_authorization_without_a_token() -> None:
 
 
 def test_the_agent_skill_says_sift_first_and_built_in_search_on_exit_5() -> None:
-    from siftlib.skills.catalog import parse_frontmatter, read_frontmatter
+    from siftlib.skills.frontmatter import parse_frontmatter, read_frontmatter
 
     path = Path(__file__).resolve().parent.parent / "skill" / "SKILL.md"
     meta = parse_frontmatter(read_frontmatter(path))

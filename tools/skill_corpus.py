@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from siftlib.skills.catalog import parse_frontmatter, read_frontmatter  # noqa: E402
+from siftlib.skills.frontmatter import parse_frontmatter, read_frontmatter  # noqa: E402
 
 LISTS = Path("/var/lib/apt/lists")
 PACKAGES = "deb.debian.org_debian_dists_bookworm_main_binary-amd64_Packages.lz4"

@@ -70,18 +70,20 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isdir(cwd):
         return _tool_error(args, f"--cwd {cwd} is not a directory")
 
+    try:
+        mode = None if args.mode is None else check_mode(args.mode)
+    except ToolError as exc:
+        return _tool_error(args, str(exc))
+
     def open_session() -> tuple[Session, list[str]]:
         return Session.open(
             config_path=resolve_config_path(args.config),
             skills_dirs=[Path(d) for d in args.skills_dir],
             cwd=cwd,
+            mode=mode,
             notify=lambda notice: warn([notice]),
         )
 
-    try:
-        mode = None if args.mode is None else check_mode(args.mode)
-    except ToolError as exc:
-        return _tool_error(args, str(exc))
     if args.stdio:
         if args.query:
             sys.stderr.write("sift rerank-skills: --stdio takes its queries from stdin\n")

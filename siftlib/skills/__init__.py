@@ -1,6 +1,9 @@
 """Skill search: the local catalog, local ranking, the keyword baseline and opt-in reranking.
 
-catalog     discover skill folders and parse their frontmatter (bodies are never read)
+catalog     discover skill folders (bodies are never read); discovery only
+frontmatter read and parse a SKILL.md's frontmatter, the YAML subset skills use
+memo        an index built once per catalog snapshot (each scorer caches its own)
+text        words, stop words and stems: the text rules the local scorers share
 keyword     the keyword baseline, the result every search falls back to
 vocabulary  reviewed synonym concepts (concepts.txt) for the relevance scorer
 meaning     static word-piece embeddings (wordpieces.bin): cosines by meaning, no model

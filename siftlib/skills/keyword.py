@@ -15,9 +15,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import NamedTuple
 
 from siftlib.errors import ToolError
-from siftlib.skills.catalog import WORD, Catalog, Folded, Skill
+from siftlib.skills.catalog import Catalog, Skill
+from siftlib.skills.memo import PerCatalog
+from siftlib.skills.text import WORD
 
 DEFAULT_LIMIT = 5
 MAX_LIMIT = 20
@@ -35,6 +38,23 @@ class SkillResult:
     # Each match's score in the ranking that chose it (keyword or local relevance), so a caller
     # reporting scores does not rank the catalog again; empty when a reranker ordered them.
     scores: tuple[float, ...] = ()
+
+
+class Folded(NamedTuple):
+    """A skill's name and description lowercased, with their words, ready for matching."""
+
+    name: str
+    name_words: frozenset[str]
+    description: str
+    description_words: frozenset[str]
+
+    @classmethod
+    def of(cls, skill: Skill) -> Folded:
+        """Return `skill`'s name and description lowercased, and their words."""
+        name, description = skill.name.lower(), skill.description.lower()
+        return cls(
+            name, frozenset(name.split("-")), description, frozenset(WORD.findall(description))
+        )
 
 
 class Runs:
@@ -76,24 +96,35 @@ class Runs:
 class KeywordIndex:
     """Where each name and description run is, for keyword scoring (built once per catalog)."""
 
+    folded: tuple[Folded, ...]
     names: Runs
     descriptions: Runs
     name_words: dict[str, list[int]]  # name split on "-" -> positions
 
     @classmethod
-    def build(cls, folded: Sequence[Folded]) -> KeywordIndex:
-        """Index the lowercased names and descriptions of a catalog."""
+    def of(cls, catalog: Catalog) -> KeywordIndex:
+        """Return the index of `catalog`, built the first time (sessions build it at open)."""
+        return _INDEXES(catalog)
+
+    @classmethod
+    def build(cls, skills: Sequence[Skill]) -> KeywordIndex:
+        """Index the lowercased names and descriptions of `skills`."""
+        folded = tuple(map(Folded.of, skills))
         name_words: dict[str, list[int]] = defaultdict(list)
         for position, skill in enumerate(folded):
             for word in skill.name_words:
                 name_words[word].append(position)
         return cls(
+            folded=folded,
             names=Runs([s.name for s in folded], (set(WORD.findall(s.name)) for s in folded)),
             descriptions=Runs(
                 [s.description for s in folded], (s.description_words for s in folded)
             ),
             name_words=dict(name_words),
         )
+
+
+_INDEXES: PerCatalog[KeywordIndex] = PerCatalog(lambda catalog: KeywordIndex.build(catalog.skills))
 
 
 def normalise_query(query: str) -> str:
@@ -123,7 +154,7 @@ def keyword_scores(catalog: Catalog, query: str) -> list[tuple[Skill, int]]:
 
 def _scores(catalog: Catalog, query: str) -> tuple[list[int], set[int]]:
     """Return each skill's score, in catalog order, and the positions that scored."""
-    index = catalog.keyword_index
+    index = KeywordIndex.of(catalog)
     normalised = normalise_query(query)
     scores = [0] * len(catalog.skills)
     scored: set[int] = set()
@@ -146,7 +177,7 @@ def _scores(catalog: Catalog, query: str) -> tuple[list[int], set[int]]:
         if number == 0:
             named = in_name  # a name holds the whole query only if it holds its first term
     for position in named:
-        name = catalog.folded[position].name
+        name = index.folded[position].name
         if normalised in name:
             scores[position] += 100 if normalised == name else 40
             scored.add(position)

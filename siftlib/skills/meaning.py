@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
 
-from siftlib.skills.relevance import words
+from siftlib.skills.text import words
 
 DATA = "wordpieces.bin"
 MAGIC = b"SIFTWPV1"

@@ -40,6 +40,7 @@ from siftlib.skills.catalog import Catalog, discover
 from siftlib.skills.consent import RerankSettings, api_key, load_settings
 from siftlib.skills.keyword import (
     DEFAULT_LIMIT,
+    KeywordIndex,
     SkillResult,
     check_limit,
     keyword_search,
@@ -104,18 +105,30 @@ class Session:
         skills_dirs: Sequence[Path],
         cwd: Path,
         home: Path | None = None,
+        mode: str | None = None,
         notify: Callable[[str], None] | None = None,
     ) -> tuple[Session, list[str]]:
-        """Read config and catalog; return the new session and its diagnostics."""
+        """Read config and catalog and build the indexes the session's searches will use.
+
+        `mode` is the mode searches ask for when the caller knows it (a one-shot's `--mode`);
+        else the configured one decides. The indexes are built here, at session start and at
+        each reload, so that no search, and no provider deadline (§8), pays for them.
+        """
         settings, diagnostics = load_settings(config_path, cwd=cwd)
-        mode, mode_diagnostics = configured_mode(config_path, cwd=cwd, reranking=settings.enabled)
+        configured, mode_diagnostics = configured_mode(
+            config_path, cwd=cwd, reranking=settings.enabled
+        )
         catalog = discover(skills_dirs=skills_dirs, cwd=cwd, home=home)
-        catalog.keyword_index  # noqa: B018 - built now, not in the first search
-        snapshot = Snapshot(catalog=catalog, settings=settings, key=api_key(settings), mode=mode)
-        if mode == "local" or (settings.enabled and snapshot.key):
-            # The relevance index local mode and the shortlist's concept stream search: built
-            # now, so that the first search does not pay for it (inside the provider deadline).
-            catalog.relevance  # noqa: B018
+        snapshot = Snapshot(
+            catalog=catalog, settings=settings, key=api_key(settings), mode=configured
+        )
+        opted_in = settings.enabled and bool(snapshot.key)
+        KeywordIndex.of(catalog)  # every mode computes the keyword result or falls back to it
+        if (mode or configured) == "local" or (opted_in and mode != "keyword"):
+            # Local mode ranks with it; reranking's shortlist draws its concept stream from it.
+            from siftlib.skills.relevance import RelevanceIndex
+
+            RelevanceIndex.of(catalog)
         session = cls(snapshot, notify=notify)
         if settings.enabled and snapshot.key:
             # Imported only when opted in; the provider client itself is created lazily.
@@ -127,7 +140,7 @@ class Session:
         elif settings.enabled:
             diagnostics.append(
                 f"{config_path}: reranking is enabled but TYPESAFE_API_KEY is not set;"
-                f" searching with {mode} ranking instead"
+                f" searching with {configured} ranking instead"
             )
         diagnostics += mode_diagnostics
         return session, [*catalog.diagnostics, *diagnostics]

@@ -27,6 +27,7 @@ from typing import Any
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.keyword import keyword_scores, normalise_query, query_terms
+from siftlib.skills.relevance import RelevanceIndex
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -56,7 +57,7 @@ def build_request(
         return NoRequest("query has no terms")
     if not catalog.skills:
         return NoRequest("empty catalog")
-    if any(folded.name == normalised for folded in catalog.folded):
+    if any(skill.name.lower() == normalised for skill in catalog.skills):
         return NoRequest("query is a skill name")
     if len(normalised.encode("utf-8", "surrogatepass")) > settings.max_query_bytes:
         return NoRequest("query too long")
@@ -107,7 +108,7 @@ def shortlist(catalog: Catalog, query: str, *, max_candidates: int) -> list[Skil
 
 def concept_stream(catalog: Catalog, query: str, count: int) -> list[Skill]:
     """Return the `count` skills the relevance scorer matches best to `query`, best first."""
-    return [catalog.skills[s.position] for s in catalog.relevance.score(query).best(count)]
+    return [catalog.skills[s.position] for s in RelevanceIndex.of(catalog).score(query).best(count)]
 
 
 def truncate_utf8(text: str, max_bytes: int) -> str:

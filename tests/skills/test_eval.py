@@ -17,8 +17,8 @@ from siftlib.skills.consent import RerankSettings
 from siftlib.skills.eval import ModeReport, load_catalog, load_fixtures
 from siftlib.skills.keyword import keyword_search
 from siftlib.skills.local import local_search
-from siftlib.skills.relevance import terms
 from siftlib.skills.shortlist import OutboundRequest, build_request
+from siftlib.skills.text import terms
 
 from .conftest import write_real_catalog
 from .systemone_fake import FakeSystemOne, ranked, serve

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from siftlib.errors import ToolError
-from siftlib.skills.catalog import WORD, Catalog, Skill, discover
+from siftlib.skills.catalog import Catalog, Skill, discover
 from siftlib.skills.keyword import keyword_search
 from siftlib.skills.local import MIN_CONFIDENCE, local_search
-from siftlib.skills.relevance import MAX_LEFT_OUT, STOP_WORDS, stem, terms
+from siftlib.skills.relevance import MAX_LEFT_OUT, RelevanceIndex
+from siftlib.skills.text import STOP_WORDS, WORD, stem, terms
 
 from .conftest import MARKER
 
@@ -67,9 +68,9 @@ def test_the_same_query_fits_once_a_fitting_skill_is_added() -> None:
 
 def test_the_threshold_decides() -> None:
     query = "merge pdf files for my grandmother's birthday"
-    relevance = CATALOG.relevance.score(query)
+    relevance = RelevanceIndex.of(CATALOG).score(query)
     (best,) = relevance.best(1)
-    confidence = CATALOG.relevance.steadiness(query, relevance).confidence(best.position)
+    confidence = RelevanceIndex.of(CATALOG).steadiness(query, relevance).confidence(best.position)
     assert local_search(CATALOG, query, 5, min_confidence=confidence).matches
     assert not local_search(CATALOG, query, 5, min_confidence=confidence + 0.01).matches
     assert 0 < MIN_CONFIDENCE < 1
@@ -84,7 +85,7 @@ def without_term(query: str, term: str) -> str:
     ["merge sort in c", "fill in the tax forms as a pdf", "my merged pdfs and merging", "pdf"],
 )
 def test_steadiness_is_the_least_confidence_left_with_a_term_left_out(query: str) -> None:
-    index = CATALOG.relevance
+    index = RelevanceIndex.of(CATALOG)
     relevance = index.score(query)
     steadiness = index.steadiness(query, relevance)
     query_terms = dict.fromkeys(terms(query))
@@ -96,7 +97,7 @@ def test_steadiness_is_the_least_confidence_left_with_a_term_left_out(query: str
 
 
 def test_of_a_long_query_only_the_most_informative_terms_are_left_out() -> None:
-    index = CATALOG.relevance
+    index = RelevanceIndex.of(CATALOG)
     query = " ".join(f"zqx{n}" for n in range(MAX_LEFT_OUT)) + " merge pdf"  # 2 words past the cap
     relevance = index.score(query)
     pdf = [skill.name for skill in CATALOG.skills].index("pdf")
@@ -113,7 +114,7 @@ def test_of_a_long_query_only_the_most_informative_terms_are_left_out() -> None:
 
 def test_a_near_miss_leaning_on_one_word_loses_more_confidence_than_a_request() -> None:
     catalog = catalog_of(*((s.name, s.description) for s in CATALOG.skills))
-    index = catalog.relevance
+    index = RelevanceIndex.of(catalog)
 
     def lost(query: str) -> float:
         relevance = index.score(query)

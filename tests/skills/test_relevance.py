@@ -9,14 +9,8 @@ from pathlib import Path
 import pytest
 
 from siftlib.skills.catalog import Catalog, Skill
-from siftlib.skills.relevance import (
-    LEXICAL_WEIGHT,
-    SYNONYM_WEIGHT,
-    RelevanceIndex,
-    related,
-    stem,
-    terms,
-)
+from siftlib.skills.relevance import LEXICAL_WEIGHT, SYNONYM_WEIGHT, RelevanceIndex, related
+from siftlib.skills.text import stem, terms
 from siftlib.skills.vocabulary import concepts
 
 
@@ -31,7 +25,7 @@ def catalog_of(*skills: tuple[str, str]) -> Catalog:
 
 def lexical(catalog: Catalog, query: str) -> list[tuple[str, float]]:
     """Each skill sharing a term with `query`, with its coverage, in BM25F order."""
-    scores, coverage, _ = catalog.relevance.lexical(query)
+    scores, coverage, _ = RelevanceIndex.of(catalog).lexical(query)
     order = sorted(scores, key=lambda p: (-scores[p], p))
     return [(catalog.skills[p].name, coverage[p]) for p in order]
 
@@ -92,7 +86,7 @@ def test_rare_words_weigh_more_than_common_ones() -> None:
 
 def test_a_query_naming_a_skill_puts_it_first_for_certain() -> None:
     catalog = catalog_of(("git-bisect", "Find a regression."), ("bisect-git", "Git bisect git."))
-    first = catalog.relevance.rank("Git-Bisect")[0]
+    first = RelevanceIndex.of(catalog).rank("Git-Bisect")[0]
     assert catalog.skills[first.position].name == "git-bisect"
     assert first.score == first.confidence == math.inf
 
@@ -108,7 +102,7 @@ def test_no_shared_term_and_no_terms_match_nothing_lexically() -> None:
     catalog = catalog_of(("pdf-merge", "Merge PDF files."))
     assert lexical(catalog, "zebra") == []
     assert lexical(catalog, "please help me") == []
-    assert catalog_of().relevance.rank("merge") == []
+    assert RelevanceIndex.of(catalog_of()).rank("merge") == []
 
 
 def test_meaning_finds_a_skill_that_shares_no_word_or_synonym() -> None:
@@ -119,20 +113,20 @@ def test_meaning_finds_a_skill_that_shares_no_word_or_synonym() -> None:
     )
     query = "what did the speaker say in this mp3"
     assert lexical(catalog, query) == []
-    first, *others = catalog.relevance.rank(query)
+    first, *others = RelevanceIndex.of(catalog).rank(query)
     assert catalog.skills[first.position].name == "audio-notes"
     assert all(first.score > other.score + 0.3 for other in others)
 
 
 def test_every_skill_is_ranked_and_a_shared_word_adds_to_the_meaning() -> None:
     catalog = catalog_of(("pdf-merge", "Merge PDF files."), ("sheets", "Edit spreadsheets."))
-    scores = catalog.relevance.score("merge pdf files").scores
+    scores = RelevanceIndex.of(catalog).score("merge pdf files").scores
     assert len(scores) == 2 and scores[0] > scores[1] + LEXICAL_WEIGHT / 2
 
 
 def test_ranking_is_deterministic_across_builds() -> None:
     skills = [(f"skill-{n:02d}", f"Review {'code ' * (n % 3)}and tests {n}.") for n in range(40)]
-    first = catalog_of(*skills).relevance.rank("review tests")
+    first = RelevanceIndex.of(catalog_of(*skills)).rank("review tests")
     again = RelevanceIndex.build(catalog_of(*reversed(skills)).skills).rank("review tests")
     assert first == again
     assert first == sorted(first, key=lambda s: (-s.score, s.position))

@@ -17,6 +17,7 @@ from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.decide import Decision, Reason
 from siftlib.skills.keyword import SkillResult, keyword_search
+from siftlib.skills.relevance import RelevanceIndex
 from siftlib.skills.rerank import (
     Attempt,
     AttemptEvent,
@@ -78,7 +79,7 @@ def fake() -> Iterator[FakeSystemOne]:
 @pytest.fixture
 def catalog(tmp_path: Path) -> Catalog:
     catalog = catalog_of(tmp_path / "skills", SKILLS)
-    catalog.relevance  # noqa: B018 - built before the first search, as Session.open does
+    RelevanceIndex.of(catalog)  # built before the first search, as Session.open does
     return catalog
 
 

@@ -7,7 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from siftlib.skills.relevance import terms
+from siftlib.skills.text import terms
 
 REPO = Path(__file__).resolve().parents[2]
 REQUESTS = REPO / "tools" / "skill_requests.txt"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from siftlib.skills.catalog import WORD
 from siftlib.skills.relevance import related
+from siftlib.skills.text import WORD
 from siftlib.skills.vocabulary import concepts
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,0 +1,76 @@
+r"""The text rules every skill scorer shares: what a word is, which words carry meaning, stems.
+
+A word is a Unicode letter/digit run (`[^\W_]+`), as spec §3 defines a keyword term. Local
+scoring (`relevance.py`, `meaning.py`) also drops function words and request fluff
+("please", "help me"), which say nothing about which skill is meant, and stems with
+Snowball's English stemmer, so "merging", "merged" and "merge" are one term. Keyword search
+uses only `WORD`: its rules are the contract's, unchanged by the local scorer's.
+
+    terms("Merging the PDFs, please")  # ['merg', 'pdf']
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from functools import lru_cache
+from typing import Protocol
+
+WORD = re.compile(r"[^\W_]+")
+_VOWEL = re.compile("[aeiouy]")
+
+# Function words and request fluff: they say nothing about which skill is meant.
+STOP_WORDS = frozenset(
+    """
+    a about above after again all also am an and any are as at be been before being below
+    between both but by can could did do does doing done don down during each either else
+    etc even ever every few for from further get gets getting give go going got had has have
+    having he her here hers him his how however i if im in into is isn it its itself ive
+    just let lets like ll me might mine more most much must my myself need needs no nor not
+    now of off on once one only or other our ours out over own per please re really s same
+    she should so some something somebody such t than that the their theirs them then there
+    these they thing things this those through to too try under until up upon us use used
+    using ve very via want wants was way we were what whatever when where whether which
+    while who whom why will with within without would yet you your yours yourself d m o y ok
+    okay hey hi help make makes made kind sort lot lots
+    """.split()  # noqa: SIM905 - a word list reads better as prose
+)
+
+
+class _Stemmer(Protocol):
+    def stemWord(self, word: str) -> str: ...  # noqa: N802 - snowballstemmer's name
+
+
+# Concurrent `--stdio` searches stemmed at once and corrupted the shared stemmer
+# (IndexError inside snowballstemmer, served as a reranking "internal" failure).
+_STEM_LOCK = threading.Lock()
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Return the Snowball English stem of a lowercase word."""
+    if not word.isalpha():
+        return word  # numbers and codes ("00042", "p5", "x86") have no English inflection
+    with _STEM_LOCK:  # one Snowball stemmer keeps its state in itself: not thread-safe
+        stemmed = _stemmer().stemWord(word)
+    if stemmed == word and len(word) >= 3 and word[-1] == "s" and not _VOWEL.search(word[:-1]):
+        return word[:-1]  # an acronym's plural ("pdfs", "csvs", "prs"), which Snowball keeps
+    return stemmed
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> _Stemmer:
+    import snowballstemmer  # imported on first use: keyword searches never load it
+
+    english: _Stemmer = snowballstemmer.stemmer("english")
+    return english
+
+
+def words(text: str) -> list[str]:
+    """Return the lowercase words of `text` that carry meaning, in order, with repeats."""
+    return [word for word in WORD.findall(text.lower()) if word not in STOP_WORDS]
+
+
+def terms(text: str) -> list[str]:
+    """Return the stems of the words in `text` that carry meaning, in order, with repeats."""
+    return [stem(word) for word in words(text)]
