@@ -273,12 +273,21 @@ def convert(
     format: str = "markdown",
     also: tuple[str, ...] = (),
     main_content: bool = True,
+    include: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
 ) -> Document:
     """Convert a fetched body into a `Document` in `format`, and in each of `also`."""
     is_html = media_type in ("text/html", "application/xhtml+xml")
     text = decode(body, content_type, html_page=is_html)
     if is_html:
-        document = convert_html(text, url=url, formats=(format, *also), main_content=main_content)
+        document = convert_html(
+            text,
+            url=url,
+            formats=(format, *also),
+            main_content=main_content,
+            include=include,
+            exclude=exclude,
+        )
     else:
         document = Document()
         document.also = {name: _other(text, media_type, name) for name in (format, *also)}
@@ -297,9 +306,19 @@ def _other(text: str, media_type: str, format: str) -> str:
 
 
 def convert_html(
-    text: str, *, url: str, formats: tuple[str, ...] = ("markdown",), main_content: bool = True
+    text: str,
+    *,
+    url: str,
+    formats: tuple[str, ...] = ("markdown",),
+    main_content: bool = True,
+    include: tuple[str, ...] = (),
+    exclude: tuple[str, ...] = (),
 ) -> Document:
-    """Convert an HTML page (already decoded); each of `formats` lands in `Document.also`."""
+    """Convert an HTML page (already decoded); each of `formats` lands in `Document.also`.
+
+    `include`/`exclude` are CSS selectors applied before anything else is dropped
+    (`siftlib.filters`); with `include`, its matches are the content as they are.
+    """
     tree = _parse(text)
     if tree is None:
         return Document(also={name: text if name == "raw_html" else "" for name in formats})
@@ -311,6 +330,11 @@ def convert_html(
         document.title = _squash(_text(heading)) if heading is not None else ""
     converted = {"raw_html": text, "links": "\n".join(document.links)}
     if set(formats) - set(converted):
+        if include or exclude:
+            from siftlib.filters import keep_and_drop
+
+            tree = keep_and_drop(tree, include=include, exclude=exclude)
+            main_content = main_content and not include
         _clean(tree)
         languages = _code_languages(tree)
         part: Any = tree.find("body")

@@ -96,6 +96,8 @@ class FetchRequest:
     max_chars: int | None = None
     timeout: float | None = None  # seconds; capped by fetch.timeout
     caller: str = "local"
+    include: tuple[str, ...] = ()  # CSS selectors: keep only these elements (siftlib.filters)
+    exclude: tuple[str, ...] = ()  # CSS selectors: remove these elements
 
 
 @dataclass
@@ -281,6 +283,8 @@ class Fetcher:
             format=request.format,
             also=request.also,
             main_content=request.main_content,
+            include=request.include,
+            exclude=request.exclude,
         )
         warnings = list(page.warnings)
         content = document.content

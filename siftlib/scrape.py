@@ -16,7 +16,8 @@ Decisions the spec leaves open:
   `fetch failed: dns`). A field of the wrong type is `invalid request`.
 - `/v2/scrape` accepts and ignores what Firecrawl's SDK sends by default (`origin`,
   `onlyMainContent`'s companions, `waitFor`, `headers` — never forwarded —, `maxAge`,
-  `storeInCache`, `includeTags`, `excludeTags`, `parsers`, …); `timeout` is milliseconds.
+  `storeInCache`, `parsers`, …); `timeout` is milliseconds. `includeTags`/`excludeTags`
+  (`/v1/fetch`: `include`/`exclude`) are CSS selectors, checked here (`siftlib.filters`).
   Formats other than `markdown`, `html`, `rawHtml`, `links` and the options
   `actions`, `location` (non-empty) or a `proxy` other than `basic` are refused by name.
 - Nothing is cached: `cacheState` is always `miss`. `scrapeId` is a fresh UUID4.
@@ -31,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from siftlib import filters
 from siftlib.errors import Blocked, BlockedBySite, FetchFailed, QueryError, UnsupportedContent
 from siftlib.fetch import FetchRequest, FetchResult
 
@@ -69,6 +71,8 @@ def native_request(body: Mapping[str, Any], *, caller: str) -> FetchRequest:
         main_content=main,
         max_chars=_positive(body, "max_chars"),
         caller=caller,
+        include=filters.check(body.get("include"), field="include"),
+        exclude=filters.check(body.get("exclude"), field="exclude"),
     )
 
 
@@ -103,6 +107,8 @@ def firecrawl_request(body: Mapping[str, Any], *, caller: str) -> ScrapeRequest:
         main_content=main,
         timeout=timeout_ms / 1000 if timeout_ms else None,
         caller=caller,
+        include=filters.check(body.get("includeTags"), field="includeTags"),
+        exclude=filters.check(body.get("excludeTags"), field="excludeTags"),
     )
     return ScrapeRequest(request, tuple(names))
 
