@@ -6,6 +6,7 @@ are here with the rest.
     body = decode_body(b'{"query": "sqlite wal", "k": 3}')
     request = native_request(body, caller="ops", default_k=8)     # or firecrawl_request(...)
     answer = firecrawl_answer(searcher.search(request))           # or native_answer(...)
+    data = firecrawl_body(searcher.search(request))               # the same answer, as bytes
     payload = error_payload(Rejected(HTTPStatus.NOT_FOUND, "not found"), route="/v2/search")
 
 No sockets here: the handler (`siftlib.server`) reads the bytes and writes the answer.
@@ -27,11 +28,14 @@ Decisions the spec leaves open:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from siftlib import __version__
+from siftlib import __version__, wire
+from siftlib.hits import Hit
 from siftlib.pipeline import SearchRequest, SearchResponse
 from siftlib.query import check_k
 
@@ -117,10 +121,69 @@ def native_answer(response: SearchResponse) -> dict[str, object]:
     return response.to_native()
 
 
+def native_body(response: SearchResponse) -> bytes:
+    """Return `native_answer(response)` as the JSON body the gateway sends."""
+    rest = response.to_native()
+    del rest["results"]
+    return b'{"results": ' + _ENCODED.native(response) + b", " + wire.json_body(rest)[1:]
+
+
+def firecrawl_body(response: SearchResponse) -> bytes:
+    """Return `firecrawl_answer(response)` as the JSON body the gateway sends."""
+    return b'{"success": true, "data": {"web": ' + _ENCODED.web(response) + b"}}\n"
+
+
+class EncodedHits:
+    """The JSON of a search's hits in each dialect, kept for recent cache hits' entries.
+
+    A cache hit carries the very tuple the store's memory front holds (`stored`), so its JSON,
+    most of a hit's cost once the entry is in memory, is encoded once, not on every request.
+    Entries are keyed by that tuple's identity and hold it, so an id is never reused while
+    remembered; fresh searches are encoded each time.
+    """
+
+    def __init__(self, entries: int = 1024) -> None:
+        self._entries = entries
+        self._memo: OrderedDict[tuple[int, str], tuple[tuple[Hit, ...], bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def web(self, response: SearchResponse) -> bytes:
+        """Return the `/v2/search` `web` array of a search's hits."""
+        return self._encoded(response, "web", _web)
+
+    def native(self, response: SearchResponse) -> bytes:
+        """Return the native `results` array of a search's hits."""
+        return self._encoded(response, "native", lambda hits: [h.to_dict() for h in hits])
+
+    def _encoded(
+        self, response: SearchResponse, dialect: str, build: Callable[[Sequence[Hit]], object]
+    ) -> bytes:
+        hits = response.stored
+        if hits is None:
+            return wire.json_text(build(response.results))
+        key = (id(hits), dialect)
+        with self._lock:
+            found = self._memo.get(key)
+        if found is not None and found[0] is hits:
+            return found[1]
+        data = wire.json_text(build(hits))
+        with self._lock:
+            self._memo[key] = (hits, data)
+            if len(self._memo) > self._entries:
+                self._memo.popitem(last=False)
+        return data
+
+
+def _web(hits: Sequence[Hit]) -> list[dict[str, object]]:
+    return [hit.to_firecrawl(i) for i, hit in enumerate(hits, 1)]
+
+
+_ENCODED = EncodedHits()
+
+
 def firecrawl_answer(response: SearchResponse) -> dict[str, object]:
     """Return Firecrawl's `/v2/search` shape of a search's outcome."""
-    web = [hit.to_firecrawl(i) for i, hit in enumerate(response.results, 1)]
-    return {"success": True, "data": {"web": web}}
+    return {"success": True, "data": {"web": _web(response.results)}}
 
 
 def health_answer(

@@ -116,6 +116,7 @@ class SearchResponse(NamedTuple):
     cached: bool
     credits: Mapping[str, int] = {}  # never mutated: each search passes its own
     notes: QueryNotes = QueryNotes()
+    stored: tuple[Hit, ...] | None = None  # a cache hit: its entry as the store holds it
 
     def to_native(self) -> dict[str, object]:
         """Return the native API's response envelope (search.md §3.1)."""
@@ -406,10 +407,17 @@ class Searcher:
                 warnings.append(f"store: {exc}")
             if cached is not None:
                 self.metrics.inc("search_cache_hit")
-                hits = list(cached.hits)
                 response = self._finish(
-                    request, query, hits, warnings, planned, skipped, started, 0, cached=True
-                )
+                    request,
+                    query,
+                    list(cached.hits),
+                    warnings,
+                    planned,
+                    skipped,
+                    started,
+                    0,
+                    cached=True,
+                )._replace(stored=cached.hits)
                 self.metrics.observe(
                     "search_cache_hit_seconds", self.deadline_clock.now() - started
                 )

@@ -573,11 +573,12 @@ class Handler(BaseHTTPRequestHandler):
                 request = api.native_request(
                     self._read_body(), caller=caller, default_k=server.default_k
                 )
-                self._send_json(HTTPStatus.OK, api.native_answer(self._search(request, started)))
+                data = api.native_body(self._search(request, started))
+                self._send(HTTPStatus.OK, data, "application/json")
             else:
                 request = api.firecrawl_request(self._read_body(), caller=caller)
-                answer = api.firecrawl_answer(self._search(request, started))
-                self._send_json(HTTPStatus.OK, answer)
+                data = api.firecrawl_body(self._search(request, started))
+                self._send(HTTPStatus.OK, data, "application/json")
         except Rejected as exc:
             self._reject(exc)
         except wire.BadHead as exc:

@@ -203,6 +203,11 @@ def json_body(payload: object) -> bytes:
     return _JSON.encode(payload).encode() + b"\n"
 
 
+def json_text(value: object) -> bytes:
+    """Return a value as the JSON the answers embed it as (UTF-8, no newline)."""
+    return _JSON.encode(value).encode()
+
+
 def encode_response(
     status: HTTPStatus,
     body: bytes,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from siftlib import __version__, api
+from siftlib import __version__, api, wire
 from siftlib.api import Rejected
 from siftlib.errors import QueryError
 from siftlib.hits import Hit
@@ -118,6 +118,34 @@ def test_the_native_answer_is_the_envelope() -> None:
         "sources_failed": ["tavily"],
     }
     assert answer["warnings"] == ["tavily: timeout"]
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["fresh", "cache hit"])
+def test_the_answer_bodies_are_the_answers_as_json(stored: bool) -> None:
+    hits = (
+        Hit("https://a.example/1", "Tï", "S1", 1.5, "searxng", published="2026-01-02"),
+        Hit("https://b.example/2", 'T"2', "S\n2", 0.25, "tavily", engines=2),
+    )
+    found = response(*hits)._replace(stored=hits if stored else None)
+    for _ in range(2):  # the second time from the memo when the hits are stored
+        assert api.firecrawl_body(found) == wire.json_body(api.firecrawl_answer(found))
+        assert api.native_body(found) == wire.json_body(api.native_answer(found))
+
+
+def test_a_cache_hit_is_encoded_once_per_stored_entry() -> None:
+    encoded = api.EncodedHits(entries=2)
+    first = (Hit("https://a.example/", "A", "", 1.0, "searxng"),)
+    second = (Hit("https://b.example/", "B", "", 1.0, "searxng"),)
+    hit = response(*first)._replace(stored=first)
+    before = encoded.web(hit)
+    assert encoded.web(hit) is before
+    other = response(*second)._replace(stored=second)
+    assert b"b.example" in encoded.web(other) and b"a.example" not in encoded.web(other)
+    fresh = response(*first)
+    assert encoded.web(fresh) == encoded.web(fresh) and encoded.web(fresh) is not encoded.web(fresh)
+    encoded.native(hit), encoded.native(other)  # past the bound: the oldest is forgotten
+    again = encoded.web(hit)
+    assert again == before and again is not before
 
 
 def test_errors_carry_success_false_only_on_the_firecrawl_route() -> None:
