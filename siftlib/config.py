@@ -153,6 +153,16 @@ class SourceConfig(NamedTuple):
         return self.name != "searxng"
 
 
+class BrowserConfig(NamedTuple):
+    """The `[fetch.browser]` table: the opt-in headless Chromium that renders script-built pages."""
+
+    enabled: bool = False
+    executable: str = "chromium"
+    pages: int = 2  # renders at once
+    render: str = "auto"  # "auto": application shells only; "always": every HTML page
+    max_bytes: int = 50 * 1024 * 1024  # everything the proxy relays for one render
+
+
 class FetchConfig(NamedTuple):
     """The `[fetch]` table: how `sift fetch`, `/v1/fetch` and `/v2/scrape` read a page."""
 
@@ -164,6 +174,7 @@ class FetchConfig(NamedTuple):
     user_agent: str = f"sift/{__version__}"
     allow: tuple[str, ...] = ()
     per_host: int = 4
+    browser: BrowserConfig = BrowserConfig()
 
 
 class Config(NamedTuple):
@@ -427,6 +438,25 @@ def _fetch_config(table: _Table) -> FetchConfig:
         user_agent=table.get("user_agent", str, base.user_agent),
         allow=tuple(allow),
         per_host=table.integer("per_host", base.per_host, 1),
+        browser=_browser_config(table.table("browser")),
+    )
+
+
+def _browser_config(table: _Table) -> BrowserConfig:
+    table.check_keys(set(BrowserConfig._fields))
+    base = BrowserConfig()
+    executable = table.get("executable", str, base.executable)
+    if not executable.strip():
+        raise table.error("executable", "must name a Chromium executable")
+    render = table.get("render", str, base.render)
+    if render not in ("auto", "always"):
+        raise table.error("render", 'must be "auto" or "always"')
+    return BrowserConfig(
+        enabled=table.get("enabled", bool, base.enabled),
+        executable=executable,
+        pages=table.integer("pages", base.pages, 1, 16),
+        render=render,
+        max_bytes=table.size("max_bytes", "50MiB"),
     )
 
 

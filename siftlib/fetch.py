@@ -60,7 +60,9 @@ from siftlib.errors import Blocked, BlockedBySite, FetchFailed, QueryError, Unsu
 from siftlib.guard import Guard, Hop
 
 if TYPE_CHECKING:
+    from siftlib.browser.renderer import Renderer
     from siftlib.config import FetchConfig
+    from siftlib.convert import Document
     from siftlib.metrics import Metrics
 
 __all__ = ["FetchRequest", "FetchResult", "Fetcher", "Page"]
@@ -98,6 +100,9 @@ class FetchRequest:
     caller: str = "local"
     include: tuple[str, ...] = ()  # CSS selectors: keep only these elements (siftlib.filters)
     exclude: tuple[str, ...] = ()  # CSS selectors: remove these elements
+    render: bool | None = None  # None: `[fetch.browser] render` decides; needs the browser on
+    wait_for: float = 0.0  # seconds to wait after load, when the page is rendered
+    screenshot: bool = False  # a PNG of the rendered page (renders it)
 
 
 @dataclass
@@ -136,9 +141,16 @@ class FetchResult:
     convert_ms: int
     bytes: int
     also: dict[str, str] = field(default_factory=dict, repr=False)
+    render_ms: int | None = None  # set when the page was rendered by the browser
+    screenshot: str | None = field(default=None, repr=False)
 
     def to_native(self) -> dict[str, object]:
-        """Return the native `/v1/fetch` envelope (fetch.md §4.1)."""
+        """Return the native `/v1/fetch` envelope (fetch.md §4.1), `rendered` when it was."""
+        timings: dict[str, int] = {"fetch_ms": self.fetch_ms, "convert_ms": self.convert_ms}
+        rendered: dict[str, object] = {}
+        if self.render_ms is not None:
+            timings["render_ms"] = self.render_ms
+            rendered["rendered"] = True
         return {
             "url": self.url,
             "final_url": self.final_url,
@@ -151,7 +163,8 @@ class FetchResult:
             "links": self.links,
             "truncated": self.truncated,
             "warnings": self.warnings,
-            "timings": {"fetch_ms": self.fetch_ms, "convert_ms": self.convert_ms},
+            **rendered,
+            "timings": timings,
         }
 
 
@@ -205,6 +218,13 @@ class Fetcher:
         self._ssl_context = ssl_context
         self._transports: OrderedDict[tuple[object, ...], httpx.HTTPTransport] = OrderedDict()
         self._lock = threading.Lock()
+        self.renderer: Renderer | None = None  # the browser, when `[fetch.browser]` is on
+        if settings.browser.enabled:
+            from siftlib.browser.renderer import Renderer
+
+            self.renderer = Renderer(
+                settings.browser, guard=self.guard, metrics=metrics, connect=connect
+            )
 
     def __enter__(self) -> Fetcher:
         return self
@@ -224,6 +244,8 @@ class Fetcher:
             self._transports.clear()
         for transport in transports:
             transport.close()
+        if self.renderer is not None:
+            self.renderer.close()
         self.guard.close()
 
     def fetch(self, request: FetchRequest) -> FetchResult:
@@ -266,6 +288,8 @@ class Fetcher:
     def _fetch(self, request: FetchRequest) -> FetchResult:
         from siftlib.convert import convert
 
+        timeout = self.settings.timeout
+        deadline = time.monotonic() + min(request.timeout or timeout, timeout)
         page = self.read(request.url, timeout=request.timeout)
         if page.media_type in HTML_TYPES or "cf-mitigated" in page.headers:
             what = challenge_of(
@@ -273,19 +297,32 @@ class Fetcher:
             )
             if what is not None:
                 raise BlockedBySite(what, page.status)
-        started = time.perf_counter()
         limit = min(request.max_chars or self.settings.max_chars, self.settings.max_chars)
-        document = convert(
-            page.body,
-            content_type=page.content_type,
-            media_type=page.media_type,
-            url=page.final_url,
-            format=request.format,
-            also=request.also,
-            main_content=request.main_content,
-            include=request.include,
-            exclude=request.exclude,
-        )
+
+        def converted() -> tuple[Document, int]:
+            started = time.perf_counter()
+            document = convert(
+                page.body,
+                content_type=page.content_type,
+                media_type=page.media_type,
+                url=page.final_url,
+                format=request.format,
+                also=request.also,
+                main_content=request.main_content,
+                include=request.include,
+                exclude=request.exclude,
+            )
+            return document, round((time.perf_counter() - started) * 1000)
+
+        document, convert_ms = converted()
+        rendered = None
+        html = page.media_type in HTML_TYPES
+        if html and self.renderer is None and (request.render or request.screenshot):
+            page.warnings.append("render: the browser is off ([fetch.browser] enabled)")
+        if html and self.renderer is not None:
+            rendered = self.renderer.rerender(page, request, document.content, deadline)
+            if rendered is not None:
+                document, convert_ms = converted()
         warnings = list(page.warnings)
         content = document.content
         if len(content) > limit:
@@ -305,9 +342,11 @@ class Fetcher:
             truncated=page.truncated or len(document.content) > limit,
             warnings=warnings,
             fetch_ms=page.fetch_ms,
-            convert_ms=round((time.perf_counter() - started) * 1000),
+            convert_ms=convert_ms,
             bytes=len(page.body),
             also=document.also,
+            render_ms=None if rendered is None else rendered.render_ms,
+            screenshot=None if rendered is None else rendered.screenshot,
         )
 
     def read(self, url: str, *, timeout: float | None = None) -> Page:

@@ -1,0 +1,399 @@
+"""The guarded forward proxy every byte of a render goes through.
+
+    with RenderProxy(guard, deadline=..., max_bytes=..., owner=browser_pid) as proxy:
+        ...  # a browser context created with proxyServer=f"http://127.0.0.1:{proxy.port}"
+        proxy.refused_for("https://10.0.0.7/")   # the refusal of that URL's host, or None
+
+One `RenderProxy` per render, on a loopback port of its own, so its byte cap, its deadline and
+its refusals belong to that render alone. It speaks the two forms a browser sends a proxy:
+- `CONNECT host:port` (https, and WebSockets): the target is vetted by the fetch `Guard`
+  (`http://host:port/`: names, every resolved address public, pinholes, bad ports) *before*
+  anything is dialled, then the proxy dials exactly the vetted addresses and relays the tunnel;
+- an absolute-form request (`GET http://host:port/path HTTP/1.1`, plain http and ws): the URL
+  is vetted whole (so `ftp:`, `file:`, userinfo are refused there too), the request is sent
+  in origin form to the vetted addresses with `Connection: close`, and the answer relayed.
+A refused target gets `403` and nothing is dialled; the refusal is kept (`refusals`) so the
+renderer can tell a refused navigation from a refused subresource, and counted in
+`/metrics` by rule. Redirects need no rule of their own: the browser follows each one with a
+new request, which comes back here. DNS is asked once per connection, by the guard, and the
+socket goes to the answer it checked (pinning), so a rebinding name cannot switch addresses.
+
+Only the browser may use the port: an accepted connection whose peer socket is not held by a
+process of the browser's process tree (found through `/proc/net/tcp` and `/proc/PID/fd`) is
+closed unanswered. Bounds: at most `max_bytes` relayed in both directions over the whole
+render (past it every connection is cut and new ones refused), at most 64 connections open at
+once and 2,000 in all, every wait ending by the render's deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from urllib.parse import urlsplit
+
+from siftlib.dial import Connector
+from siftlib.errors import Blocked, FetchFailed, QueryError
+from siftlib.guard import Guard
+
+__all__ = ["Refusal", "RenderProxy", "held_by_tree", "tree"]
+
+_MAX_HEAD = 64 * 1024
+_MAX_OPEN = 64
+_MAX_CONNECTIONS = 2000
+_CHUNK = 64 * 1024
+_POLL = 0.25
+_HOP_HEADERS = frozenset(
+    (b"connection", b"proxy-connection", b"proxy-authorization", b"keep-alive", b"te", b"trailer")
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One request the guard refused: where it aimed and why."""
+
+    host: str
+    port: int
+    rule: str
+    sentence: str
+
+
+class RenderProxy:
+    """A loopback forward proxy for one render, applying the fetch guard to every request."""
+
+    def __init__(
+        self,
+        guard: Guard,
+        *,
+        deadline: float,
+        max_bytes: int,
+        owner: int | None,
+        connect: Connector | None = None,
+        on_refusal: Callable[[Refusal], None] | None = None,
+    ) -> None:
+        self.guard = guard
+        self.deadline = deadline
+        self.max_bytes = max_bytes
+        self.owner = owner
+        self.refusals: list[Refusal] = []
+        self.relayed = 0
+        self.over_cap = False
+        self.strangers = 0  # connections refused because they did not come from the browser
+        self._connect = connect or _dial
+        self._on_refusal = on_refusal
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._accepted = 0
+        self._closed = threading.Event()
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self._sock.settimeout(_POLL)
+        self.port: int = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._serve, name="sift-proxy", daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> RenderProxy:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop accepting and cut every connection of this render."""
+        self._closed.set()
+        self._thread.join(timeout=2)
+        self._sock.close()
+        self._cut_all()
+
+    def refused_for(self, url: str) -> Refusal | None:
+        """Return the refusal of the host and port `url` aims at, if the proxy refused it."""
+        try:
+            parts = urlsplit(url)
+            port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+        except ValueError:
+            return None
+        host = (parts.hostname or "").lower().rstrip(".")
+        with self._lock:
+            for refusal in reversed(self.refusals):
+                if refusal.port == port and refusal.host == host:
+                    return refusal
+        return None
+
+    # --- serving -----------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, peer = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self.owner is not None and not held_by_tree(peer[1], self.port, self.owner):
+                self.strangers += 1
+                conn.close()
+                continue
+            with self._lock:
+                self._accepted += 1
+                full = len(self._open) >= _MAX_OPEN or self._accepted > _MAX_CONNECTIONS
+                if not full:
+                    self._open.add(conn)
+            if full:
+                conn.close()
+                continue
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        upstream: socket.socket | None = None
+        try:
+            head, rest = self._read_head(conn)
+            if head is None:
+                return
+            method, target = _request_line(head)
+            if method == b"CONNECT":
+                upstream = self._open_tunnel(conn, target)
+                if upstream is not None:
+                    self._relay(conn, upstream, rest)
+            else:
+                upstream = self._open_plain(conn, target)
+                if upstream is not None:
+                    self._relay(conn, upstream, _origin_form(head, target) + rest)
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._open.discard(conn)
+                if upstream is not None:
+                    self._open.discard(upstream)
+            conn.close()
+            if upstream is not None:
+                upstream.close()
+
+    def _read_head(self, conn: socket.socket) -> tuple[bytes | None, bytes]:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            if len(data) > _MAX_HEAD or not self._wait(conn):
+                return None, b""
+            chunk = conn.recv(_CHUNK)
+            if not chunk:
+                return None, b""
+            data += chunk
+        head, _, rest = data.partition(b"\r\n\r\n")
+        return head + b"\r\n\r\n", rest
+
+    def _open_tunnel(self, conn: socket.socket, authority: str) -> socket.socket | None:
+        parts = _authority(authority)
+        if parts is None:
+            conn.sendall(_answer(400, "bad CONNECT target"))
+            return None
+        host, port = parts
+        shown = f"[{host}]" if ":" in host else host
+        upstream = self._dial_vetted(conn, f"http://{shown}:{port}/", host, port)
+        if upstream is not None:
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        return upstream
+
+    def _open_plain(self, conn: socket.socket, url: str) -> socket.socket | None:
+        try:
+            parts = urlsplit(url)
+            port = parts.port or (443 if parts.scheme.lower() in ("https", "wss") else 80)
+        except ValueError:
+            conn.sendall(_answer(400, "bad request target"))
+            return None
+        if parts.scheme.lower() in ("ws", "wss"):  # vetted as the http URL it upgrades
+            url = "http" + url[2:] if parts.scheme.lower() == "ws" else "https" + url[3:]
+        host = (parts.hostname or "").lower().rstrip(".")
+        return self._dial_vetted(conn, url, host, port)
+
+    def _dial_vetted(
+        self, conn: socket.socket, url: str, host: str, port: int
+    ) -> socket.socket | None:
+        if self.over_cap or self.max_bytes <= 0:
+            conn.sendall(_answer(403, "this proxy relays nothing more"))
+            return None
+        try:
+            hop = self.guard.vet(url, timeout=self._left())
+        except Blocked as exc:
+            self._refuse(Refusal(host, port, exc.rule, str(exc)))
+            conn.sendall(_answer(403, str(exc)))
+            return None
+        except QueryError as exc:
+            self._refuse(Refusal(host, port, "invalid", str(exc)))
+            conn.sendall(_answer(400, str(exc)))
+            return None
+        except FetchFailed as exc:
+            conn.sendall(_answer(502, str(exc)))
+            return None
+        port = hop.url.port or (443 if hop.url.scheme == "https" else 80)
+        for address in hop.addresses:
+            try:
+                upstream = self._connect((address, port), self._left())
+            except OSError:
+                continue
+            with self._lock:
+                if self._closed.is_set():
+                    upstream.close()
+                    return None
+                self._open.add(upstream)
+            return upstream
+        conn.sendall(_answer(502, "fetch failed: connect"))
+        return None
+
+    def _refuse(self, refusal: Refusal) -> None:
+        with self._lock:
+            self.refusals.append(refusal)
+        if self._on_refusal is not None:
+            self._on_refusal(refusal)
+
+    def _relay(self, conn: socket.socket, upstream: socket.socket, first: bytes) -> None:
+        """Move bytes both ways until one side ends, the cap is passed or the render ends."""
+        for sock in (conn, upstream):
+            sock.settimeout(max(self._left(), 0.01))  # a send stuck on a full peer ends too
+        if first and not self._count(len(first)):
+            return
+        if first:
+            upstream.sendall(first)
+        pair = {conn: upstream, upstream: conn}
+        while not self._closed.is_set():
+            left = self._left()
+            if left <= 0:
+                return
+            ready, _, _ = select.select(list(pair), [], [], min(_POLL, left))
+            for sock in ready:
+                data = sock.recv(_CHUNK)
+                if not data or not self._count(len(data)):
+                    return
+                pair[sock].sendall(data)
+
+    def _count(self, size: int) -> bool:
+        with self._lock:
+            self.relayed += size
+            if self.relayed <= self.max_bytes:
+                return True
+            self.over_cap = True
+        self._cut_all()
+        return False
+
+    def _cut_all(self) -> None:
+        with self._lock:
+            sockets = list(self._open)
+        for sock in sockets:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def _wait(self, conn: socket.socket) -> bool:
+        """Wait until `conn` has bytes; False when the render ended or its deadline passed."""
+        while not self._closed.is_set():
+            left = self._left()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select([conn], [], [], min(_POLL, left))
+            if ready:
+                return True
+        return False
+
+    def _left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def _dial(address: tuple[str, int], timeout: float | None) -> socket.socket:
+    return socket.create_connection(address, timeout=timeout)
+
+
+def _request_line(head: bytes) -> tuple[bytes, str]:
+    line = head.split(b"\r\n", 1)[0]
+    parts = line.split(b" ")
+    if len(parts) != 3:
+        return b"", ""
+    return parts[0].upper(), parts[1].decode("latin-1")
+
+
+def _authority(text: str) -> tuple[str, int] | None:
+    """Split a CONNECT target `host:port` or `[v6]:port`."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host.lower().rstrip("."), int(port)
+
+
+def _origin_form(head: bytes, url: str) -> bytes:
+    """Rewrite an absolute-form request head for the origin server, `Connection: close`."""
+    lines = head.rstrip(b"\r\n").split(b"\r\n")
+    method = lines[0].split(b" ", 1)[0]
+    version = lines[0].rsplit(b" ", 1)[-1]
+    parts = urlsplit(url)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    kept = [
+        line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS
+    ]
+    upgrade = any(line.lower().startswith(b"upgrade:") for line in kept)
+    connection = b"Connection: Upgrade" if upgrade else b"Connection: close"
+    start = b" ".join((method, path.encode("latin-1"), version))
+    return b"\r\n".join((start, *kept, connection)) + b"\r\n\r\n"
+
+
+def _answer(status: int, sentence: str) -> bytes:
+    body = sentence.encode("utf-8", "replace")
+    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+# --- who holds the peer socket -------------------------------------------------------------
+
+
+def held_by_tree(peer_port: int, our_port: int, root: int) -> bool:
+    """Tell whether the loopback socket `peer_port` → `our_port` belongs to `root`'s tree."""
+    inode = _socket_inode(peer_port, our_port)
+    if inode is None:
+        return False
+    wanted = f"socket:[{inode}]"
+    for pid in tree(root):
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == wanted:
+                        return True
+    return False
+
+
+def _socket_inode(peer_port: int, our_port: int) -> str | None:
+    local = f"0100007F:{peer_port:04X}"
+    remote = f"0100007F:{our_port:04X}"
+    with contextlib.suppress(OSError), open("/proc/net/tcp", encoding="ascii") as table:
+        for line in table:
+            fields = line.split()
+            if len(fields) > 9 and fields[1] == local and fields[2] == remote:
+                return fields[9]
+    return None
+
+
+def tree(root: int) -> Iterator[int]:
+    """Yield `root` and every descendant, from `/proc/PID/task/TID/children`."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        yield pid
+        with contextlib.suppress(OSError):
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as f:
+                    todo.extend(int(child) for child in f.read().split())
