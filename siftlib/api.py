@@ -187,18 +187,31 @@ def firecrawl_answer(response: SearchResponse) -> dict[str, object]:
 
 
 def health_answer(
-    degraded: list[str], *, sources: dict[str, dict[str, object]], store: str
+    degraded: list[str],
+    *,
+    sources: dict[str, dict[str, object]],
+    store: str,
+    browser: dict[str, object] | None = None,
 ) -> dict[str, object]:
-    """Return the `/healthz` answer: the degraded list, each source's record, the store kind."""
+    """Return the `/healthz` answer: the degraded list, each source's record, the store kind.
+
+    With `[fetch.browser]` on, `browser` says whether it can render (`available`) and whether
+    it is running now; an unavailable browser degrades the gateway, naming why.
+    """
     if not sources:
         degraded = ["search: no source enabled", *degraded]
-    return {
+    if browser is not None and not browser["available"]:
+        degraded = [*degraded, f"browser: {browser.get('problem') or 'unavailable'}"]
+    answer: dict[str, object] = {
         "status": "degraded" if degraded else "ok",
         "degraded": degraded,
         "sources": sources,
         "store": store,
         "version": __version__,
     }
+    if browser is not None:
+        answer["browser"] = browser
+    return answer
 
 
 def error_payload(exc: Rejected, *, route: str) -> dict[str, object]:

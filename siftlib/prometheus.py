@@ -39,6 +39,10 @@ HELP = {
     "fetch_requests": "Page fetches, by caller and outcome.",
     "fetch_bytes": "Decoded page bytes read by fetches.",
     "fetch_blocked": "Fetches the guard refused, by rule.",
+    "browser_renders": "Pages rendered by the headless browser.",
+    "browser_render_failures": "Renders that failed, by kind (deadline, crash, memory, …).",
+    "browser_restarts": "Times the headless browser was killed and started again, by reason.",
+    "browser_proxy_refusals": "Requests of rendered pages the guarded proxy refused, by rule.",
     "search_source_seconds": "Latency of one upstream source call, by source.",
     "search_cache_hit_seconds": "Time to answer a search from the cache.",
 }

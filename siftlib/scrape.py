@@ -15,11 +15,16 @@ Decisions the spec leaves open:
   sentence starts with its label (`blocked: 127.0.0.1 is a loopback address`,
   `fetch failed: dns`). A field of the wrong type is `invalid request`.
 - `/v2/scrape` accepts and ignores what Firecrawl's SDK sends by default (`origin`,
-  `onlyMainContent`'s companions, `waitFor`, `headers` — never forwarded —, `maxAge`,
+  `onlyMainContent`'s companions, `headers` — never forwarded —, `maxAge`,
   `storeInCache`, `parsers`, …); `timeout` is milliseconds. `includeTags`/`excludeTags`
   (`/v1/fetch`: `include`/`exclude`) are CSS selectors, checked here (`siftlib.filters`).
-  Formats other than `markdown`, `html`, `rawHtml`, `links` and the options
+  `waitFor` (ms) is waited after load only when the page is rendered; it never slows a
+  static page. Formats other than `markdown`, `html`, `rawHtml`, `links` (and `screenshot`,
+  a PNG data URL, when the gateway has its browser on: it renders the page) and the options
   `actions`, `location` (non-empty) or a `proxy` other than `basic` are refused by name.
+- `/v1/fetch` takes `render: true|false` (absent: `[fetch.browser] render` decides).
+- A rendered page's metadata says so: `rendered: true`, with `renderMs` (`/v2/scrape`) or
+  `timings.render_ms` (`/v1/fetch`); a static page's answer carries neither.
 - Nothing is cached: `cacheState` is always `miss`. `scrapeId` is a fresh UUID4.
 - `data` carries only the asked formats (markdown when none is asked); the metadata always.
   Warnings (truncation) join into the top-level `warning` string, absent when there is none.
@@ -65,6 +70,9 @@ def native_request(body: Mapping[str, Any], *, caller: str) -> FetchRequest:
     if fmt not in NATIVE_FORMATS:
         raise QueryError(f"invalid request: format must be one of {', '.join(NATIVE_FORMATS)}")
     main = _optional(body, "main_content", bool, True)
+    render = body.get("render")
+    if render is not None and not isinstance(render, bool):
+        raise QueryError("invalid request: render must be true or false")
     return FetchRequest(
         url=_url(body),
         format=fmt,
@@ -73,11 +81,17 @@ def native_request(body: Mapping[str, Any], *, caller: str) -> FetchRequest:
         caller=caller,
         include=filters.check(body.get("include"), field="include"),
         exclude=filters.check(body.get("exclude"), field="exclude"),
+        render=render,
     )
 
 
-def firecrawl_request(body: Mapping[str, Any], *, caller: str) -> ScrapeRequest:
-    """Decode a `/v2/scrape` body into a `ScrapeRequest`, or raise `QueryError`."""
+def firecrawl_request(
+    body: Mapping[str, Any], *, caller: str, browser: bool = False
+) -> ScrapeRequest:
+    """Decode a `/v2/scrape` body into a `ScrapeRequest`, or raise `QueryError`.
+
+    `browser` says whether the gateway renders pages: only then is `screenshot` a format.
+    """
     formats = body.get("formats")
     if formats is None:
         formats = ["markdown"]
@@ -88,7 +102,7 @@ def firecrawl_request(body: Mapping[str, Any], *, caller: str) -> ScrapeRequest:
         name = item.get("type") if isinstance(item, dict) else item
         if not isinstance(name, str):
             raise QueryError('invalid request: each format is a string or {"type": …}')
-        if name not in FIRECRAWL_FORMATS:
+        if name not in FIRECRAWL_FORMATS and not (name == "screenshot" and browser):
             raise UnsupportedOption(f"unsupported option: {name}")
         names.append(name)
     for option in ("actions", "location"):
@@ -98,17 +112,23 @@ def firecrawl_request(body: Mapping[str, Any], *, caller: str) -> ScrapeRequest:
     if proxy not in (None, "basic"):
         raise UnsupportedOption("unsupported option: proxy")
     timeout_ms = _positive(body, "timeout")
+    wait_ms = body.get("waitFor") or 0
+    if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or wait_ms < 0:
+        raise QueryError("invalid request: waitFor must be a number of milliseconds")
     main = _optional(body, "onlyMainContent", bool, True)
     names = list(dict.fromkeys(names or ["markdown"]))
+    texts = [name for name in names if name != "screenshot"] or ["markdown"]
     request = FetchRequest(
         url=_url(body),
-        format=FIRECRAWL_FORMATS[names[0]],
-        also=tuple(FIRECRAWL_FORMATS[name] for name in names[1:]),
+        format=FIRECRAWL_FORMATS[texts[0]],
+        also=tuple(FIRECRAWL_FORMATS[name] for name in texts[1:]),
         main_content=main,
         timeout=timeout_ms / 1000 if timeout_ms else None,
         caller=caller,
         include=filters.check(body.get("includeTags"), field="includeTags"),
         exclude=filters.check(body.get("excludeTags"), field="excludeTags"),
+        wait_for=wait_ms / 1000,
+        screenshot="screenshot" in names,
     )
     return ScrapeRequest(request, tuple(names))
 
@@ -120,6 +140,8 @@ def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, A
     for name in request.formats:
         if name == "links":
             data["links"] = list(result.links)
+        elif name == "screenshot":
+            data["screenshot"] = result.screenshot
         else:
             data[name] = contents[FIRECRAWL_FORMATS[name]]
     data["metadata"] = {
@@ -134,6 +156,8 @@ def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, A
         "cacheState": "miss",
         "scrapeId": str(uuid.uuid4()),
     }
+    if result.render_ms is not None:
+        data["metadata"].update(rendered=True, renderMs=result.render_ms)
     answer: dict[str, Any] = {"success": True, "data": data}
     if result.warnings:
         answer["warning"] = "; ".join(result.warnings)

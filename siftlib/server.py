@@ -557,8 +557,12 @@ class Handler(BaseHTTPRequestHandler):
             if route == "/healthz":
                 searcher = server.searcher
                 checkup = searcher.checkup()
+                renderer = server.fetcher.renderer if server.fetcher is not None else None
                 answer = api.health_answer(
-                    checkup.degraded, sources=checkup.sources, store=searcher.config.store_kind
+                    checkup.degraded,
+                    sources=checkup.sources,
+                    store=searcher.config.store_kind,
+                    browser=None if renderer is None else renderer.health(),
                 )
                 self._send_json(HTTPStatus.OK, answer)
                 return
@@ -605,7 +609,9 @@ class Handler(BaseHTTPRequestHandler):
         firecrawl = route == "/v2/scrape"
         try:
             if firecrawl:
-                asked = scrape.firecrawl_request(body, caller=caller)
+                fetcher = self.server.fetcher
+                browser = fetcher is not None and fetcher.renderer is not None
+                asked = scrape.firecrawl_request(body, caller=caller, browser=browser)
                 request = asked.fetch
             else:
                 request = scrape.native_request(body, caller=caller)
