@@ -1,0 +1,56 @@
+"""Test kit for the browser: one real headless Chromium behind a fetcher with one pinhole.
+
+    with rendering(site) as fetch:        # a Fetcher whose [fetch.browser] is on
+        result = fetch.fetch(FetchRequest(url=site.url + "/app", render=True))
+
+Chromium is the Debian package `make test` installs; without it the tests fail (they are
+the browser's only proof), naming the package.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from collections.abc import Callable
+
+import pytest
+
+from siftlib.config import BrowserConfig, FetchConfig
+from siftlib.dial import Connector, Resolver
+from siftlib.fetch import Fetcher
+from siftlib.metrics import Metrics
+
+
+def need_chromium() -> None:
+    """Fail the test when Chromium is missing: `make test` installs it."""
+    if shutil.which("chromium") is None:
+        pytest.fail("chromium is missing: `make test` installs it (Debian package chromium)")
+
+
+def rendering(
+    *allow: str,
+    timeout: float = 15.0,
+    render: str = "auto",
+    metrics: Metrics | None = None,
+    resolver: Resolver | None = None,
+    connect: Connector | None = None,
+    **browser: object,
+) -> Fetcher:
+    """Return a fetcher with the browser on, its pinholes exactly `allow`."""
+    need_chromium()
+    settings = FetchConfig(
+        allow=allow,
+        timeout=timeout,
+        browser=BrowserConfig(enabled=True, render=render, **browser),  # type: ignore[arg-type]
+    )
+    return Fetcher(settings, metrics=metrics, resolver=resolver, connect=connect)
+
+
+def mapped(public: str, to: str) -> Callable[[tuple[str, int], float | None], socket.socket]:
+    """Return a connector that dials `to` where the guard pinned `public` (a fake public host)."""
+
+    def connect(address: tuple[str, int], timeout: float | None) -> socket.socket:
+        host, port = address
+        return socket.create_connection((to if host == public else host, port), timeout=timeout)
+
+    return connect
