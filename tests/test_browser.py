@@ -61,9 +61,13 @@ setTimeout(function () {
     '</p></article>';
 }, 1500);
 </script></body></html>"""
-STATIC = b"""<!doctype html><html><head><title>Plain</title></head><body><article>
-<h1>A plain article</h1><p>""" + b"Static text that needs no script at all. " * 20 + b"""</p>
+STATIC = (
+    b"""<!doctype html><html><head><title>Plain</title></head><body><article>
+<h1>A plain article</h1><p>"""
+    + b"Static text that needs no script at all. " * 20
+    + b"""</p>
 </article><script>var analytics = 1;</script></body></html>"""
+)
 
 
 @pytest.fixture(scope="module")
@@ -102,8 +106,8 @@ def fetch(site: PageServer, metrics: Metrics) -> Iterator[Fetcher]:
 def test_a_script_built_page_reads_as_its_rendered_content(
     fetch: Fetcher, site: PageServer, path: str, shown: str, absent: str | None
 ) -> None:
-    static = Fetcher(fetch.settings._replace(browser=fetch.settings.browser._replace(enabled=False)))
-    with static:
+    off = fetch.settings.browser._replace(enabled=False)
+    with Fetcher(fetch.settings._replace(browser=off)) as static:
         shell = static.fetch(FetchRequest(url=site.url + path))
     assert shown not in shell.content
     result = fetch.fetch(FetchRequest(url=site.url + path))
