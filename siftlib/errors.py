@@ -8,6 +8,7 @@
      ├── UnreachableError  the sift server could not be reached (client mode)
      ├── StoreError        a cache read or write failed (the search goes on uncached)
      ├── BakeoffError      a bake-off input or run directory is unusable
+ ├── ProbeFailed       a source `sift init` was asked to enable did not answer as sift needs
      ├── ToolError         a skill search's query or limit is invalid
      ├── Blocked           the fetch guard refused a URL, a hop or an address (`rule`)
      │    ├── UnsupportedContent  the page's content type is not one fetch reads
@@ -58,6 +59,10 @@ class StoreError(SiftError):
 
 class BakeoffError(SiftError):
     """A bake-off input or run directory is unusable, or a step was asked for too early."""
+
+
+class ProbeFailed(SiftError):
+    """A source `sift init` checked did not answer as sift needs; the sentence says why."""
 
 
 class ToolError(SiftError):

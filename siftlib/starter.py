@@ -10,15 +10,24 @@ The config's `server.secret_env` names that file, so the two always go together.
 
 Nothing is ever overwritten: when either file exists, neither is written (`StarterExists`).
 Each file is created with `O_EXCL`, so a race with another writer fails rather than clobbers.
+The one edit `sift init` makes to an existing config is `enable_searxng`: it sets `enabled`
+and `url` in the `[search.searxng]` table (adding the table when there is none) and keeps
+every other line and comment; the result must load with that source enabled at that URL
+before it replaces the file, else the file is left alone (`ConfigError`).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from pathlib import Path
 
 from siftlib import __version__
 from siftlib.errors import ConfigError
+
+SEARXNG_DEFAULT = "http://127.0.0.1:8888"
+_SEARXNG_HEADER = re.compile(r"\s*\[\s*search\.searxng\s*\]\s*(#.*)?$")
 
 CONFIG_TEMPLATE = """\
 # sift configuration: every setting at its default. Written by `sift init`; edit freely.
@@ -44,8 +53,8 @@ cache_ttl = "1h"                   # how long a fused answer is served from the 
 # Set enabled = true on at least one before searching.
 
 [search.searxng]                   # a SearXNG instance with JSON output enabled; free
-enabled = false
-url = "http://127.0.0.1:8888"
+enabled = {searxng_enabled}
+url = "{searxng_url}"
 
 [search.brave_llm]                 # Brave's LLM Context API; needs BRAVE_API_KEY in secret.env
 enabled = false
@@ -118,14 +127,18 @@ class StarterExists(ConfigError):
     """A file `sift init` would write already exists."""
 
 
-def render_config(*, db: Path, secret_env: Path) -> str:
-    """Return the starter `config.toml` naming these store and secret paths."""
+def render_config(*, db: Path, secret_env: Path, searxng: str | None = None) -> str:
+    """Return the starter `config.toml` naming these store and secret paths (and SearXNG)."""
     return CONFIG_TEMPLATE.format(
-        db=_toml_text(db), secret_env=_toml_text(secret_env), version=__version__
+        db=_toml_text(db),
+        secret_env=_toml_text(secret_env),
+        version=__version__,
+        searxng_enabled="true" if searxng else "false",
+        searxng_url=_toml_text(searxng or SEARXNG_DEFAULT),
     )
 
 
-def write_starter(*, config_path: Path, db: Path) -> list[Path]:
+def write_starter(*, config_path: Path, db: Path, searxng: str | None = None) -> list[Path]:
     """Write `config.toml` and a 0600 `secret.env` beside it; return both paths."""
     secret_path = config_path.parent / "secret.env"
     for path in (config_path, secret_path):
@@ -135,8 +148,44 @@ def write_starter(*, config_path: Path, db: Path) -> list[Path]:
             )
     config_path.parent.mkdir(parents=True, exist_ok=True)
     _create(secret_path, SECRET_TEMPLATE, private=True)
-    _create(config_path, render_config(db=db, secret_env=secret_path.absolute()))
+    _create(config_path, render_config(db=db, secret_env=secret_path.absolute(), searxng=searxng))
     return [config_path, secret_path]
+
+
+def enable_searxng(config_path: Path, url: str) -> None:
+    """Set `[search.searxng]` to enabled at `url` in an existing config, keeping the rest."""
+    from siftlib.config import load_config
+
+    load_config(str(config_path))  # a file already broken is named as itself, not the draft
+    lines = config_path.read_text(encoding="utf-8").splitlines(keepends=True)
+    wanted = {"enabled": "enabled = true\n", "url": f'url = "{_toml_text(url)}"\n'}
+    header = next((i for i, line in enumerate(lines) if _SEARXNG_HEADER.match(line)), None)
+    if header is None:
+        lines += ["\n" if lines and not lines[-1].endswith("\n") else "", "[search.searxng]\n"]
+        header = len(lines) - 1
+    end = next(
+        (i for i in range(header + 1, len(lines)) if lines[i].lstrip().startswith("[")),
+        len(lines),
+    )
+    for i in range(header + 1, end):
+        key = lines[i].split("=", 1)[0].strip()
+        if key in wanted and "=" in lines[i]:
+            lines[i] = wanted.pop(key)
+    lines[header + 1 : header + 1] = list(wanted.values())
+    draft = config_path.with_name(f".{config_path.name}.sift-init")
+    draft.write_text("".join(lines), encoding="utf-8")
+    try:
+        loaded = load_config(str(draft))
+        source = loaded.source("searxng")
+        if not (source.enabled and source.url == url):
+            raise ConfigError(
+                f"{config_path}: could not enable [search.searxng] there; set enabled = true "
+                f'and url = "{url}" by hand'
+            )
+        shutil.copymode(config_path, draft)
+        os.replace(draft, config_path)
+    finally:
+        draft.unlink(missing_ok=True)
 
 
 def _create(path: Path, text: str, *, private: bool = False) -> None:
@@ -147,6 +196,6 @@ def _create(path: Path, text: str, *, private: bool = False) -> None:
         f.write(text)
 
 
-def _toml_text(path: Path) -> str:
-    """Return a path as the inside of a TOML basic string."""
-    return str(path).replace("\\", "\\\\").replace('"', '\\"')
+def _toml_text(value: str | Path) -> str:
+    """Return a path or URL as the inside of a TOML basic string."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"')

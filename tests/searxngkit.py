@@ -112,6 +112,7 @@ def real_searxng(
     port from `SEARXNG_PORT`), run in the unpacked source with the venv's `bin` on `PATH`.
     """
     require_searxng()
+    directory.mkdir(parents=True, exist_ok=True)
     settings = directory / "settings.yml"
     settings.write_text(settings_text(engine_url, edit=edit), encoding="utf-8")
     port = free_port()

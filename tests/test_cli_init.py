@@ -6,7 +6,9 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
 from clikit import sift
+from gatewaykit import FakeUpstream
 
 from siftlib.config import load_config
 
@@ -57,3 +59,74 @@ def test_init_writes_the_file_sift_config_names(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert target.is_file() and (tmp_path / "secret.env").is_file()
     assert "--config" not in done.stdout  # $SIFT_CONFIG already points there
+
+
+def test_init_searxng_on_a_rate_limited_instance_names_the_limiter(tmp_path: Path) -> None:
+    limited = FakeUpstream(b"Too Many Requests", status=429)
+    try:
+        done = sift("init", "--dir", str(tmp_path), "--searxng", limited.url)
+    finally:
+        limited.close()
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"sift init: {limited.url} rate-limits sift (429): turn its limiter off in "
+        "settings.yml, `server: limiter: false`, and restart SearXNG; nothing written\n"
+    )
+    assert list(tmp_path.iterdir()) == []
+    assert limited.calls[0].path == "/search?q=sift&format=json&pageno=1"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "said"),
+    [
+        (b"<p>hi</p>", 200, "answered, but not with SearXNG's JSON: is it the SearXNG root URL?"),
+        (b"{}", 500, "answered 500 to a JSON search"),
+    ],
+)  # fmt: skip
+def test_init_searxng_refuses_what_is_not_a_working_searxng(
+    tmp_path: Path, body: bytes, status: int, said: str
+) -> None:
+    fake = FakeUpstream(body, status=status)
+    try:
+        done = sift("init", "--dir", str(tmp_path), "--searxng", fake.url)
+    finally:
+        fake.close()
+    assert done.returncode == 1
+    assert done.stderr == f"sift init: {fake.url} {said}; nothing written\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_searxng_where_nothing_listens_says_so(tmp_path: Path) -> None:
+    fake = FakeUpstream()
+    fake.close()  # the port is now closed
+    done = sift("init", "--dir", str(tmp_path), "--searxng", fake.url)
+    assert done.returncode == 1
+    assert (
+        done.stderr == f"sift init: nothing answers at {fake.url}: ConnectError; nothing written\n"
+    )
+    assert sift("init", "--dir", str(tmp_path), "--searxng", "ftp://x").returncode == 2
+
+
+def test_init_searxng_enables_the_source_in_an_existing_config_keeping_the_rest(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    assert sift("init", "--dir", str(tmp_path)).returncode == 0
+    config_path = tmp_path / "config.toml"
+    before = config_path.read_text()
+    done = sift("init", "--dir", str(tmp_path), "--searxng", searxng.url)
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout.splitlines()[1] == f"enabled [search.searxng] at {searxng.url} in {config_path}"
+    )
+    after = config_path.read_text()
+    changed = [
+        (a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b
+    ]
+    assert changed == [
+        ("enabled = false", "enabled = true"),
+        ('url = "http://127.0.0.1:8888"', f'url = "{searxng.url}"'),
+    ]
+    config = load_config(str(config_path))
+    assert [(s.name, s.url) for s in config.enabled_sources] == [("searxng", searxng.url)]
+    assert sift("search", "--config", str(config_path), "wal").returncode == 0
+    assert not list(tmp_path.glob(".*"))  # the draft is gone

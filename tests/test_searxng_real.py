@@ -63,3 +63,32 @@ def test_sift_search_finds_what_the_real_searxng_returns(
     assert answer["warnings"] == [] and answer["cached"] is False
     # The engine read the page with the caller's query: sift -> SearXNG -> the loopback page.
     assert len(page.calls) > asked and "write-ahead" in page.calls[-1].path
+
+
+def test_init_searxng_probes_the_real_instance_and_enables_it(
+    tmp_path: Path, instance: Instance
+) -> None:
+    done = sift("init", "--dir", str(tmp_path), "--searxng", instance.url)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"SearXNG at {instance.url} answers JSON (3 results")
+    config = tmp_path / "config.toml"
+    search = sift("search", "--config", str(config), "sqlite wal")
+    assert search.returncode == 0, search.stderr
+    assert search.stdout.startswith("WAL page 0\nhttps://docs.example.org/wal/0\n")
+
+
+def test_init_searxng_with_json_off_says_what_to_change_and_writes_nothing(
+    tmp_path: Path, page: FakeUpstream
+) -> None:
+    def json_off(text: str) -> str:
+        assert "formats: [html, json]" in text
+        return text.replace("formats: [html, json]", "formats: [html]")
+
+    with real_searxng(tmp_path / "searxng", engine_url=page.url, edit=json_off) as off:
+        done = sift("init", "--dir", str(tmp_path / "etc"), "--searxng", off.url)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"sift init: {off.url} refuses JSON (403): add json to its settings.yml, "
+        "`search: formats: [html, json]`, and restart SearXNG; nothing written\n"
+    )
+    assert not (tmp_path / "etc").exists()

@@ -11,8 +11,9 @@ import pytest
 
 from siftlib import config as config_module
 from siftlib.config import load_config, load_secrets
+from siftlib.errors import ConfigError
 from siftlib.skills.consent import RerankSettings, load_settings
-from siftlib.starter import StarterExists, render_config, write_starter
+from siftlib.starter import StarterExists, enable_searxng, render_config, write_starter
 
 
 def test_the_starter_config_loads_to_exactly_the_defaults(tmp_path: Path) -> None:
@@ -77,3 +78,27 @@ def test_an_existing_file_stops_both(existing: str, tmp_path: Path) -> None:
         write_starter(config_path=tmp_path / "config.toml", db=tmp_path / "c.db")
     assert [p.name for p in tmp_path.iterdir()] == [existing]
     assert (tmp_path / existing).read_text() == "mine\n"
+
+
+def test_enable_searxng_adds_the_table_to_a_config_without_one(tmp_path: Path) -> None:
+    config_path = tmp_path / "config.toml"
+    config_path.write_text("# mine\n[search]\nk = 5\n[search.tavily]\nenabled = true\n")
+    config_path.chmod(0o640)
+    enable_searxng(config_path, "http://10.0.0.7:8080")
+    assert config_path.read_text() == (
+        "# mine\n[search]\nk = 5\n[search.tavily]\nenabled = true\n"
+        '[search.searxng]\nenabled = true\nurl = "http://10.0.0.7:8080"\n'
+    )
+    assert stat.S_IMODE(config_path.stat().st_mode) == 0o640
+    config = load_config(str(config_path))
+    assert [s.name for s in config.enabled_sources] == ["searxng", "tavily"] and config.k == 5
+
+
+def test_enable_searxng_leaves_a_config_it_cannot_edit_alone(tmp_path: Path) -> None:
+    config_path = tmp_path / "config.toml"
+    text = "[search]\nsearxng = { enabled = false }\n"
+    config_path.write_text(text)
+    with pytest.raises(ConfigError):
+        enable_searxng(config_path, "http://127.0.0.1:8888")
+    assert config_path.read_text() == text
+    assert [p.name for p in tmp_path.iterdir()] == ["config.toml"]
