@@ -141,6 +141,7 @@ class RelevanceIndex:
             for term, frequency in weighted.items():
                 frequencies[term][position] = frequency * (K1 + 1) / (frequency + K1)
         size = len(skills)
+        _groups_by_opening()  # the vocabulary's concepts, read now rather than in a search
         idf = {term: _idf(size, len(docs)) for term, docs in frequencies.items()}
         for term, docs in frequencies.items():
             weight = idf[term]

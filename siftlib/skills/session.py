@@ -131,12 +131,12 @@ class Session:
             RelevanceIndex.of(catalog)
         session = cls(snapshot, notify=notify)
         if settings.enabled and snapshot.key:
-            # Imported only when opted in; the provider client itself is created lazily.
+            # Imported only when opted in; the client is set up now, its connection on a send.
             from siftlib.skills.rerank import SystemOneReranker
 
-            session.reranker = SystemOneReranker(
-                settings, snapshot.key, observers=[session._observe]
-            )
+            reranker = SystemOneReranker(settings, snapshot.key, observers=[session._observe])
+            reranker.prepare()
+            session.reranker = reranker
         elif settings.enabled:
             diagnostics.append(
                 f"{config_path}: reranking is enabled but TYPESAFE_API_KEY is not set;"

@@ -237,5 +237,145 @@ def report(what: str, samples: list[float], target_ms: float) -> None:
     print(f"{what + ', max:':44} {max(samples) * 1000:8.1f} ms")
 
 
+# --- the real catalog: one-shot runs and the time a search takes to reach the provider -------
+
+REAL = Path(__file__).resolve().parents[3] / "shared" / "realdata" / "skills" / "catalog.json"
+ONE_SHOT_QUERY = "translate this paragraph into Japanese"
+ONE_SHOT_RUNS = 7
+PROVIDER_QUERIES = [
+    "fill in a pdf form",
+    "debug a failing test",
+    "review this pull request for security bugs",
+    "write release notes",
+    "make slides from these notes",
+    "fuzz a parser written in c",
+]
+
+
+def write_real_catalog(root: Path) -> None:
+    """Write the real catalog's names and descriptions out as skill folders under `root`."""
+    for entry in json.loads(REAL.read_text(encoding="utf-8")):
+        folder = root / entry["name"]
+        folder.mkdir(parents=True, exist_ok=True)
+        disabled = (
+            "disable-model-invocation: true\n" if entry.get("disable_model_invocation") else ""
+        )
+        (folder / "SKILL.md").write_text(
+            f"---\nname: {entry['name']}\ndescription: {json.dumps(entry['description'])}\n"
+            f"{disabled}---\nBody.\n"
+        )
+
+
+def one_shots(skills: Path, tmp: Path) -> dict[str, list[float]]:
+    """Time whole `sift rerank-skills` processes per mode, alternating modes run by run."""
+    import os
+    import subprocess
+
+    sift = Path(__file__).resolve().parents[2] / "sift.py"
+    config = tmp / "empty.toml"
+    config.write_text("")
+    env = {**os.environ, "HOME": str(tmp)}  # no user skill folders
+    runs: dict[str, list[float]] = {"keyword": [], "local": []}
+    for _ in range(ONE_SHOT_RUNS):
+        for mode in runs:
+            argv = [sys.executable, str(sift), "rerank-skills", ONE_SHOT_QUERY, "--mode", mode]
+            argv += ["--skills-dir", str(skills), "--cwd", str(tmp), "--config", str(config)]
+            start = time.perf_counter()
+            subprocess.run(argv, check=True, capture_output=True, env=env)
+            runs[mode].append(time.perf_counter() - start)
+    return runs
+
+
+def provider_entry(skills: Path, tmp: Path, *, build_at_open: bool) -> tuple[float, list[float]]:
+    """Return the seconds from a reranked search's entry to its provider request reaching a
+    loopback server: the first search after the session opened, and later ones (fresh queries,
+    so no cache hit). Without `build_at_open`, the first search also builds the relevance index
+    and sets up the provider client, as searches did before sessions did both at open."""
+    import http.server
+    import os
+    import threading
+
+    from siftlib.skills import session as session_module
+
+    arrivals: list[float] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server hook name
+            arrivals.append(time.perf_counter())
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = tmp / "rerank.toml"
+    config.write_text("[skill_search.reranking]\nenabled = true\ntimeout_ms = 10000\n")
+    os.environ["TYPESAFE_API_KEY"] = "bench-key"
+    os.environ["TYPESAFE_BASE_URL"] = f"http://127.0.0.1:{server.server_address[1]}"
+    if not build_at_open:  # as before: the first search builds the index and the client
+        from siftlib.skills.rerank import SystemOneReranker
+
+        session_module.RelevanceIndex = type(  # type: ignore[attr-defined]
+            "Lazy", (), {"of": staticmethod(lambda catalog: None)}
+        )
+        SystemOneReranker.prepare = lambda self: None  # type: ignore[method-assign]
+    session, _ = session_module.Session.open(
+        config_path=config, skills_dirs=[skills], cwd=tmp, home=tmp
+    )
+    session_module.RelevanceIndex = RelevanceIndex  # type: ignore[attr-defined]
+    waits = []
+    try:
+        for query in PROVIDER_QUERIES:
+            start = time.perf_counter()
+            session.search(query, 5)
+            waits.append(arrivals[-1] - start)
+    finally:
+        session.close()
+        server.shutdown()
+        server.server_close()
+    return waits[0], waits[1:]
+
+
+def real_catalog_figures() -> None:
+    """Print the one-shot and provider-entry figures on the real catalog, side by side."""
+    import subprocess
+
+    if not REAL.is_file():
+        print(f"real catalog: skipped ({REAL} is absent)")
+        return
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        skills = tmp / "skills"
+        write_real_catalog(skills)
+        runs = one_shots(skills, tmp)
+        keyword, local = (statistics.median(runs[mode]) * 1000 for mode in ("keyword", "local"))
+        print(f"one-shot `sift rerank-skills` on the real catalog, median of {ONE_SHOT_RUNS}:")
+        print(f"{'  keyword mode:':44} {keyword:8.1f} ms")
+        print(
+            f"{'  local mode:':44} {local:8.1f} ms  ({local / keyword:.2f}x keyword; target < 2x)"
+        )
+        # Each provider-entry figure in a fresh process: "cold" is a new session's first search.
+        for build_at_open in (True, False):
+            argv = [sys.executable, __file__, "--provider-entry", str(skills), str(build_at_open)]
+            print(subprocess.run(argv, check=True, capture_output=True, text=True).stdout, end="")
+
+
+def print_provider_entry(skills: Path, build_at_open: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        cold, warm = provider_entry(skills, Path(tmp), build_at_open=build_at_open)
+    where = "at session open" if build_at_open else "in the first search (before)"
+    print(f"search entry -> provider request, index and client set up {where}:")
+    print(f"{'  cold (first search of the session):':44} {cold * 1000:8.1f} ms")
+    print(f"{'  warm (median of the next five):':44} {statistics.median(warm) * 1000:8.1f} ms")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--provider-entry"]:
+        print_provider_entry(Path(sys.argv[2]), sys.argv[3] == "True")
+    else:
+        main()
+        real_catalog_figures()

@@ -762,3 +762,20 @@ def test_an_empty_catalog_names_the_folders_searched(tmp_path: Path) -> None:
     as_json = json.loads(sift(*args, "--json", env={"HOME": str(tmp_path)}).stdout)
     assert as_json["content"][0]["text"].startswith("No skills found in: ")
     assert as_json["details"] == {"matches": [], "total": 0, "mode": "local", "selection": "none"}
+
+
+def test_an_opted_in_session_sets_up_its_client_at_open_without_connecting(
+    monkeypatch: pytest.MonkeyPatch,
+    catalog_dir: Path,
+    config: Callable[[str], Path],
+    no_network: list[object],
+) -> None:
+    monkeypatch.setenv("TYPESAFE_API_KEY", SECRET)
+    path = config("[skill_search.reranking]\nenabled = true\n")
+    session, _ = Session.open(config_path=path, skills_dirs=[catalog_dir], cwd=catalog_dir)
+    try:
+        # Ready before the first search, so its deadline goes to the provider (§8) ...
+        assert session.reranker is not None and session.reranker._client is not None  # type: ignore[attr-defined]
+        assert no_network == []  # ... and yet nothing was sent or connected
+    finally:
+        session.close()
