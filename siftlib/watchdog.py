@@ -7,18 +7,20 @@
         ...
 
 The gateway watches searches (`deadline` after their request arrived) and request heads and
-bodies (one socket timeout each). Entries sit in a heap by due time; settled ones are dropped
-when they reach the top, so settling costs only a flag, and the thread is woken only by an
-entry due before its next wake-up (rare: deadlines have fixed lengths), not once per request.
+bodies (one socket timeout each). Deadlines come in a few fixed lengths, so entries wait in
+lanes, one FIFO per length (to the millisecond): a lane is in due order as it fills, and the
+thread looks only at each lane's head. Settling costs only a flag; settled entries leave from
+the front, mostly as the next entry of their lane arrives, so lanes stay the size of what is in
+flight. A heap here cost ~10 µs a pop at 10 s × thousands of requests a second (its measured
+history: docs). The thread is woken only by an entry due before its next wake-up.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 
@@ -52,12 +54,11 @@ class Watch:
 
 
 class Watchdog:
-    """A deadline thread over a heap of watches, expiring each one still running at its due time."""
+    """A deadline thread over lanes of watches, expiring each one still running at its due time."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._heap: list[tuple[float, int, Watch]] = []
-        self._order = itertools.count()
+        self._lanes: dict[int, deque[Watch]] = {}  # deadline length in ms -> watches, due order
         self._wake_at = math.inf  # when the thread wakes next: a later entry needs no notify
         self._closed = False
         threading.Thread(target=self._run, name="sift-deadline", daemon=True).start()
@@ -65,8 +66,16 @@ class Watchdog:
     def watch(self, due: float, on_expiry: Callable[[], None]) -> Watch:
         """Start watching one operation; `on_expiry` runs if it is not settled by `due`."""
         entry = Watch(due, on_expiry)
+        length = round((due - time.monotonic()) * 1000)
         with self._cond:
-            heapq.heappush(self._heap, (due, next(self._order), entry))
+            lane = self._lanes.get(length)
+            if lane is None:
+                lane = self._lanes[length] = deque()
+            for _ in range(2):  # drop what settled at the front: two per entry keeps it short
+                if not lane or lane[0].state == "running":
+                    break
+                lane.popleft()
+            lane.append(entry)
             if due < self._wake_at:
                 self._cond.notify()
         return entry
@@ -81,18 +90,26 @@ class Watchdog:
         while True:
             with self._cond:
                 while True:
-                    while self._heap and self._heap[0][2].state != "running":
-                        heapq.heappop(self._heap)
                     if self._closed:
                         return
-                    if not self._heap:
-                        self._wake_at = math.inf
-                        self._cond.wait()
-                        continue
-                    self._wake_at = self._heap[0][0]
-                    delay = self._wake_at - time.monotonic()
-                    if delay <= 0:
-                        entry = heapq.heappop(self._heap)[2]
+                    entry = self._due_entry(time.monotonic())
+                    if entry is not None:
                         break
-                    self._cond.wait(delay)
+                    wait = self._wake_at - time.monotonic()
+                    self._cond.wait(None if self._wake_at == math.inf else max(wait, 0))
             entry.expire()
+
+    def _due_entry(self, now: float) -> Watch | None:
+        """Return a running entry due by `now`, or set `_wake_at` to the next due (lock held)."""
+        wake = math.inf
+        for length, lane in list(self._lanes.items()):
+            while lane and lane[0].state != "running":
+                lane.popleft()
+            if not lane:
+                del self._lanes[length]
+            elif lane[0].due <= now:
+                return lane.popleft()
+            else:
+                wake = min(wake, lane[0].due)
+        self._wake_at = wake
+        return None

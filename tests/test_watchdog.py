@@ -50,3 +50,26 @@ def test_an_earlier_entry_wakes_a_thread_sleeping_towards_a_later_one(watchdog: 
     fired = threading.Event()
     watchdog.watch(time.monotonic() + 0.05, fired.set)
     assert fired.wait(10)
+
+
+def test_deadlines_of_every_length_expire_in_due_order(watchdog: Watchdog) -> None:
+    fired: list[float] = []
+    done = threading.Event()
+    now = time.monotonic()
+    lengths = [0.3, 0.1, 0.2, 0.1, 0.25, 0.05]
+    for length in lengths:
+        watchdog.watch(now + length, lambda length=length: fired.append(length))
+    watchdog.watch(now + 0.4, done.set)
+    assert done.wait(10)
+    assert fired == sorted(lengths)
+
+
+def test_settled_entries_leave_their_lane_as_new_ones_arrive(watchdog: Watchdog) -> None:
+    for _ in range(1000):
+        watchdog.watch(time.monotonic() + 3600, lambda: None).settle()
+    assert sum(len(lane) for lane in watchdog._lanes.values()) <= 4  # a lane or two
+    # A lane emptied by an expiry takes new entries, which are expired in turn.
+    for _ in range(3):
+        fired = threading.Event()
+        watchdog.watch(time.monotonic(), fired.set)
+        assert fired.wait(10)
