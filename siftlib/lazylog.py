@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import logging
 
+INFO = 20  # logging.INFO, without importing logging
 _pending: tuple[str, ...] | None = None  # the quiet loggers of a deferred `configure_cli`
 
 
@@ -60,7 +61,15 @@ class LazyLogger:
     def info(self, msg: str, *args: object) -> None:
         """Log at INFO: dropped unseen while `logging` is not imported, as its defaults would."""
         if self._logger is not None or "logging" in sys.modules:
-            self._resolve().info(msg, *args, stacklevel=2)
+            logger = self._resolve()
+            if "siftlib.logs" in sys.modules:  # configured for `sift serve`: maybe no record
+                from siftlib.logs import direct_sink
+
+                sink = direct_sink(logger, INFO)
+                if sink is not None:
+                    sink.write(INFO, msg % args)
+                    return
+            logger.info(msg, *args, stacklevel=2)
 
     def warning(self, msg: str, *args: object) -> None:
         """Log at WARNING, importing `logging` if need be."""

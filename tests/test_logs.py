@@ -156,3 +156,78 @@ def test_sift_serve_logging_reaches_stderr_whole_at_exit_and_holds_httpx_back() 
     stamp = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}"
     assert re.fullmatch(stamp + r" INFO search caller=ops n=3", lines[0])
     assert re.fullmatch(stamp + r" WARNING tavily: missing key", lines[1])
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[BatchedStderrHandler, Recording]]:
+    """The root logger exactly as `sift serve` configures it, into a recording stream."""
+    root = logging.getLogger()
+    saved, level = root.handlers[:], root.level
+    root.handlers = []
+    from siftlib.logs import configure_logging
+
+    configure_logging()
+    handler = root.handlers[0]
+    assert isinstance(handler, BatchedStderrHandler)
+    stream = Recording()
+    handler.stream = stream
+    yield handler, stream
+    handler.close()
+    root.handlers, root.level = saved, level
+
+
+def test_a_served_line_skips_the_record_and_reads_as_one(
+    served: tuple[BatchedStderrHandler, Recording], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from siftlib.lazylog import LazyLogger
+    from siftlib.logs import direct_sink
+
+    handler, stream = served
+    monkeypatch.setattr(logging.getLogger(), "handlers", [handler])  # no pytest capture
+    made: list[logging.LogRecord] = []
+    original = logging.Logger.makeRecord
+    monkeypatch.setattr(
+        logging.Logger, "makeRecord", lambda *a, **k: made.append(original(*a, **k)) or made[-1]
+    )
+    assert direct_sink(logging.getLogger("sift.direct"), logging.INFO) is handler
+    LazyLogger("sift.direct").info("search caller=%s n=%d", "ops", 3)
+    handler.flush()
+    assert made == []
+    line = stream.getvalue()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO search caller=ops n=3\n", line)
+    assert direct_sink(logging.getLogger("sift.direct"), logging.DEBUG) is None  # dropped
+
+
+@pytest.mark.parametrize("change", ["handler filter", "logger filter", "format", "second handler"])
+def test_anything_else_on_the_way_gets_the_record(
+    served: tuple[BatchedStderrHandler, Recording], change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from siftlib.lazylog import LazyLogger
+    from siftlib.logs import direct_sink
+
+    handler, stream = served
+    monkeypatch.setattr(logging.getLogger(), "handlers", [handler])  # no pytest capture
+    assert direct_sink(logging.getLogger("sift.direct"), logging.INFO) is handler
+    seen: list[str] = []
+    logger = logging.getLogger("sift.direct")
+    other = logging.Handler()
+    other.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
+    noted = lambda record: seen.append(record.getMessage()) or True  # noqa: E731
+    if change == "handler filter":
+        handler.addFilter(noted)
+    elif change == "logger filter":
+        logger.addFilter(noted)
+    elif change == "format":
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    else:
+        logging.getLogger().addHandler(other)
+    try:
+        assert direct_sink(logger, logging.INFO) is None
+        LazyLogger("sift.direct").info("n=%d", 1)
+        handler.flush()
+        assert stream.getvalue().endswith("n=1\n")
+        assert seen == ([] if change == "format" else ["n=1"])
+    finally:
+        handler.filters.clear()
+        logger.filters.clear()
+        logging.getLogger().removeHandler(other)
