@@ -1,0 +1,111 @@
+"""The worker pool: each way a call ends, on real worker processes.
+
+Test code runs in a worker as `eval` of its bytes: a stdlib function is picklable by name,
+where a function defined here would need this test module importable in the worker.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from siftlib.workers import WorkCancelled, WorkerPool, WorkFailed, WorkTimeout
+
+PID = b"__import__('os').getpid()"
+
+
+@pytest.fixture
+def pool() -> Iterator[WorkerPool]:
+    with WorkerPool(1) as pool:
+        yield pool
+
+
+def soon(seconds: float = 30.0) -> float:
+    return time.monotonic() + seconds
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_call_returns_what_the_function_returns(pool: WorkerPool) -> None:
+    assert pool.run(len, b"x" * 100_000, deadline=soon()) == 100_000
+    pid = pool.run(eval, PID, deadline=soon())
+    assert pid != os.getpid()
+    assert pool.run(eval, PID, deadline=soon()) == pid  # the worker is kept between calls
+
+
+def test_arguments_follow_the_bytes(pool: WorkerPool) -> None:
+    assert pool.run(bytes.split, b"a,b,c", b",", deadline=soon()) == [b"a", b"b", b"c"]
+
+
+def test_the_functions_own_exception_is_raised_again(pool: WorkerPool) -> None:
+    with pytest.raises(ValueError, match="invalid literal"):
+        pool.run(int, b"not a number", deadline=soon())
+    assert pool.run(len, b"abc", deadline=soon()) == 3
+
+
+def test_at_the_deadline_the_worker_is_killed_and_replaced(pool: WorkerPool) -> None:
+    pid = pool.run(eval, PID, deadline=soon())
+    with pytest.raises(WorkTimeout):
+        pool.run(eval, b"__import__('time').sleep(60)", deadline=time.monotonic() + 0.3)
+    assert not alive(pid)
+    fresh = pool.run(eval, PID, deadline=soon())
+    assert fresh != pid
+
+
+def test_a_cancelled_call_stops_its_worker(pool: WorkerPool) -> None:
+    pid = pool.run(eval, PID, deadline=soon())
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    with pytest.raises(WorkCancelled):
+        pool.run(eval, b"__import__('time').sleep(60)", deadline=soon(), cancel=cancel)
+    assert not alive(pid)
+    assert pool.run(len, b"ab", deadline=soon()) == 2
+
+
+def test_a_call_past_its_memory_limit_fails_and_the_worker_is_replaced(pool: WorkerPool) -> None:
+    pid = pool.run(eval, PID, deadline=soon())
+    with pytest.raises(WorkFailed) as failed:
+        pool.run(eval, b"bytearray(2 << 30)", deadline=soon(), memory=512 << 20)
+    assert failed.value.kind == "memory"
+    assert pool.run(eval, PID, deadline=soon()) != pid
+    # The limit holds for that call only: the next one may use more than it.
+    assert pool.run(eval, b"len(bytearray(600 << 20))", deadline=soon()) == 600 << 20
+
+
+def test_a_worker_that_dies_is_a_failure_and_is_replaced(pool: WorkerPool) -> None:
+    with pytest.raises(WorkFailed) as failed:
+        pool.run(eval, b"__import__('os')._exit(3)", deadline=soon())
+    assert failed.value.kind == "crashed"
+    assert pool.run(len, b"abcd", deadline=soon()) == 4
+
+
+def test_waiting_for_a_free_worker_counts_against_the_deadline(pool: WorkerPool) -> None:
+    busy = threading.Thread(
+        target=lambda: pool.run(eval, b"__import__('time').sleep(1.5)", deadline=soon())
+    )
+    busy.start()
+    time.sleep(0.3)  # let it take the only worker
+    with pytest.raises(WorkTimeout, match="no worker was free"):
+        pool.run(len, b"x", deadline=time.monotonic() + 0.2)
+    busy.join()
+    assert pool.run(len, b"x", deadline=soon()) == 1
+
+
+def test_close_stops_the_workers() -> None:
+    pool = WorkerPool(2)
+    pool.start()
+    pids = [pool.run(eval, PID, deadline=soon()) for _ in range(2)]
+    pool.close()
+    assert not any(alive(pid) for pid in pids)
+    with pytest.raises(WorkFailed, match="closed"):
+        pool.run(len, b"x", deadline=soon())
