@@ -78,12 +78,13 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpcore
 import httpx
 from httpcore._backends.sync import SyncStream
 
+from siftlib.errors import Cancelled
 from siftlib.lazylog import LazyLogger
 
 __all__ = [
@@ -131,6 +132,7 @@ _GLOBAL_V6 = ipaddress.IPv6Network("2000::/3")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
 _COMPATIBLE = ipaddress.IPv6Network("::/96")
+_R = TypeVar("_R")
 _TEREDO = ipaddress.IPv6Network("2001::/32")
 _SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
 # Outside 2000::/3 everything is refused; these rows only name why.
@@ -369,14 +371,32 @@ class _PinnedBackend(httpcore.NetworkBackend):
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
 
 
+_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "cancel", default=None
+)
+# How often a socket wait with a cancel event looks at it (a wait without one never wakes).
+CANCEL_POLL = 0.05
+
+
 @contextmanager
-def wall_clock(deadline: float) -> Iterator[None]:
-    """Cap every socket wait of the pinned streams used inside by `deadline` (monotonic)."""
+def wall_clock(deadline: float, *, cancel: threading.Event | None = None) -> Iterator[None]:
+    """Cap every socket wait of the pinned streams used inside by `deadline` (monotonic).
+
+    With `cancel`, a wait also ends soon after the event is set, raising `Cancelled`: the
+    request in flight is dropped with its connection, whatever it was waiting for.
+    """
     token = _DEADLINE.set(deadline)
+    cancel_token = _CANCEL.set(cancel)
     try:
         yield
     finally:
+        _CANCEL.reset(cancel_token)
         _DEADLINE.reset(token)
+
+
+def current_cancel() -> threading.Event | None:
+    """Return the cancel event of the innermost `wall_clock`, if it has one."""
+    return _CANCEL.get()
 
 
 def _remaining(timeout: float | None) -> float | None:
@@ -390,6 +410,26 @@ def _remaining(timeout: float | None) -> float | None:
     return left if timeout is None else min(timeout, left)
 
 
+def _cancellable(
+    wait: Callable[[float | None], _R], timeout: float | None, cancel: threading.Event
+) -> _R:
+    """Run a socket wait in slices of `CANCEL_POLL`, raising `Cancelled` once `cancel` is set.
+
+    A slice that times out consumed nothing, so the wait is simply made again.
+    """
+    due = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if cancel.is_set():
+            raise Cancelled("cancelled")
+        left = _remaining(None if due is None else max(due - time.monotonic(), 0.0))
+        if left is not None and left <= CANCEL_POLL:
+            return wait(left)
+        try:
+            return wait(CANCEL_POLL)
+        except httpcore.ReadTimeout:
+            continue
+
+
 class _DeadlineStream(SyncStream):
     """A socket stream whose every wait ends by the wall-clock deadline set by `wall_clock`.
 
@@ -397,10 +437,21 @@ class _DeadlineStream(SyncStream):
     """
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return super().read(max_bytes, _remaining(timeout))
+        cancel = _CANCEL.get()
+        if cancel is None:
+            return super().read(max_bytes, _remaining(timeout))
+        return _cancellable(
+            lambda left: super(_DeadlineStream, self).read(max_bytes, left), timeout, cancel
+        )
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        super().write(buffer, _remaining(timeout))
+        cancel = _CANCEL.get()
+        if cancel is None:
+            super().write(buffer, _remaining(timeout))
+        elif cancel.is_set():
+            raise Cancelled("cancelled")
+        else:  # a write that blocks is a send buffer full: bounded by the deadline
+            super().write(buffer, _remaining(timeout))
 
     def start_tls(
         self,

@@ -13,7 +13,8 @@
      ├── Blocked           the fetch guard refused a URL, a hop or an address (`rule`)
      │    ├── UnsupportedContent  the page's content type is not one fetch reads
      │    └── BlockedBySite       the site answered with a challenge or block page (`status`)
-     └── FetchFailed       a fetch went out but failed (`kind`: dns, connect, tls, deadline, …)
+     ├── FetchFailed       a fetch went out but failed (`kind`: dns, connect, tls, deadline, …)
+     └── Cancelled         the caller gave up (an MCP cancellation, a client that hung up)
 
 A failing *source* is never an exception outside the pipeline: it becomes a warning.
 
@@ -99,3 +100,7 @@ class FetchFailed(SiftError):
     def __init__(self, kind: str, message: str | None = None) -> None:
         super().__init__(message or f"fetch failed: {kind}")
         self.kind = kind
+
+
+class Cancelled(SiftError):
+    """The caller cancelled the work: nothing more is sent, spent or cached for it."""

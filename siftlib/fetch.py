@@ -38,7 +38,9 @@ decode).
 
 from __future__ import annotations
 
+import atexit
 import logging
+import os
 import re
 import ssl
 import threading
@@ -55,9 +57,24 @@ from urllib.parse import urlsplit
 import httpx
 
 from siftlib.challenge import challenge_of
-from siftlib.dial import Connector, Resolver, pinned_transport, wall_clock
-from siftlib.errors import Blocked, BlockedBySite, FetchFailed, QueryError, UnsupportedContent
+from siftlib.dial import (
+    CANCEL_POLL,
+    Connector,
+    Resolver,
+    current_cancel,
+    pinned_transport,
+    wall_clock,
+)
+from siftlib.errors import (
+    Blocked,
+    BlockedBySite,
+    Cancelled,
+    FetchFailed,
+    QueryError,
+    UnsupportedContent,
+)
 from siftlib.guard import Guard, Hop
+from siftlib.workers import WorkCancelled, WorkerPool, WorkFailed, WorkTimeout
 
 if TYPE_CHECKING:
     from siftlib.browser.renderer import Renderer
@@ -85,6 +102,15 @@ _TEXT_LIKE_SIGNATURES = {b"%PDF-": "application/pdf", b"%!PS-Adobe-": "applicati
 _BINARY_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
 
 log = logging.getLogger("sift")
+# Conversion: the worker processes, each call's address-space limit (a 10 MB page converted
+# whole peaks near 400 MB), and the HTML size past which main-content extraction is skipped
+# (its cost grows with the square of the size: docs "Reading pages", hostile pages).
+POOL_SIZE = max(2, min(4, os.cpu_count() or 2))
+CONVERT_MEMORY = 1 << 30
+MAIN_CONTENT_MAX_BYTES = 1 << 20
+_PRELOAD = ("siftlib.fetch", "siftlib.convert", "trafilatura")
+_POOL: WorkerPool | None = None
+_POOL_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -168,6 +194,75 @@ class FetchResult:
         }
 
 
+@dataclass(frozen=True)
+class _Shape:
+    """What a conversion needs besides the body: the page's type and what was asked."""
+
+    content_type: str
+    media_type: str
+    url: str
+    format: str
+    also: tuple[str, ...]
+    main_content: bool
+    max_chars: int
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+
+
+@dataclass
+class _Converted:
+    """A conversion's outcome, as a worker sends it back."""
+
+    document: Document
+    warnings: list[str]
+    truncated: bool
+
+
+def convert_page(body: bytes, shape: _Shape) -> _Converted:
+    """Convert a body as asked, every format cut at `max_chars`: run in a conversion worker."""
+    from siftlib.convert import convert
+
+    warnings = []
+    main_content = shape.main_content
+    html_page = shape.media_type in ("text/html", "application/xhtml+xml")
+    if main_content and html_page and len(body) > MAIN_CONTENT_MAX_BYTES:
+        main_content = False
+        warnings.append(
+            f"main content: the page passed {MAIN_CONTENT_MAX_BYTES} bytes, so it is the "
+            "whole page (finding the main content of a page this large costs minutes)"
+        )
+    document = convert(
+        body,
+        content_type=shape.content_type,
+        media_type=shape.media_type,
+        url=shape.url,
+        format=shape.format,
+        also=shape.also,
+        main_content=main_content,
+        include=shape.include,
+        exclude=shape.exclude,
+    )
+    limit = shape.max_chars
+    cut = [
+        name for name, text in (("", document.content), *document.also.items()) if len(text) > limit
+    ]
+    if cut:
+        document.content = document.content[:limit]
+        document.also = {name: text[:limit] for name, text in document.also.items()}
+        warnings.append(f"truncated: the content passed max_chars ({limit} characters)")
+    return _Converted(document, warnings, bool(cut))
+
+
+def conversion_pool() -> WorkerPool:
+    """Return the process's conversion workers, started on first use, stopped at exit."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = WorkerPool(POOL_SIZE, preload=_PRELOAD)
+            atexit.register(_POOL.close)
+        return _POOL
+
+
 class HostSlots:
     """At most `per_host` holders per host at once; the others wait, until a deadline."""
 
@@ -176,13 +271,20 @@ class HostSlots:
         self._active: dict[str, int] = {}
         self._cond = threading.Condition()
 
-    def acquire(self, host: str, deadline: float) -> bool:
-        """Take a slot for `host`; False when none freed up before `deadline` (monotonic)."""
+    def acquire(self, host: str, deadline: float, cancel: threading.Event | None = None) -> bool:
+        """Take a slot for `host`; False when none freed up before `deadline` (monotonic).
+
+        Raise `Cancelled` when `cancel` is set while waiting.
+        """
         with self._cond:
             while self._active.get(host, 0) >= self.per_host:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
+                if cancel is not None:
+                    if cancel.is_set():
+                        raise Cancelled("cancelled")
+                    left = min(left, CANCEL_POLL)
                 self._cond.wait(left)
             self._active[host] = self._active.get(host, 0) + 1
             return True
@@ -208,8 +310,10 @@ class Fetcher:
         resolver: Resolver | None = None,
         connect: Connector | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        pool: WorkerPool | None = None,
     ) -> None:
         self.settings = settings
+        self._pool = pool  # None: the process's shared conversion workers
         self.metrics = metrics
         self.restricted = frozenset(restricted)
         self.guard = Guard(settings.allow, resolver=resolver)
@@ -248,14 +352,20 @@ class Fetcher:
             self.renderer.close()
         self.guard.close()
 
-    def fetch(self, request: FetchRequest) -> FetchResult:
-        """Fetch a page and convert it as asked; raise `Blocked`, `FetchFailed` or `QueryError`."""
+    def fetch(self, request: FetchRequest, *, cancel: threading.Event | None = None) -> FetchResult:
+        """Fetch a page and convert it as asked, all within one deadline.
+
+        Raise `Blocked`, `FetchFailed`, `QueryError`, or `Cancelled` once `cancel` is set.
+        """
         started = time.monotonic()
         status, size, outcome = "error", 0, "error"  # until it ends in a known way
         try:
-            result = self._fetch(request)
+            result = self._fetch(request, started, cancel)
             status, size, outcome = str(result.status), result.bytes, "ok"
             return result
+        except Cancelled:
+            status = outcome = "cancelled"
+            raise
         except Blocked as exc:
             status = outcome = "unsupported" if isinstance(exc, UnsupportedContent) else "blocked"
             self._count("fetch_blocked", rule=exc.rule)
@@ -285,12 +395,13 @@ class Fetcher:
         if self.metrics is not None:
             self.metrics.inc(name, amount, **labels)
 
-    def _fetch(self, request: FetchRequest) -> FetchResult:
-        from siftlib.convert import convert
-
-        timeout = self.settings.timeout
-        deadline = time.monotonic() + min(request.timeout or timeout, timeout)
-        page = self.read(request.url, timeout=request.timeout)
+    def _fetch(
+        self, request: FetchRequest, started: float, cancel: threading.Event | None
+    ) -> FetchResult:
+        pool = self._pool or conversion_pool()
+        pool.start(1)  # its imports run while the page is read
+        deadline = started + self._timeout(request.timeout)
+        page = self.read(request.url, deadline=deadline, cancel=cancel)
         if page.media_type in HTML_TYPES or "cf-mitigated" in page.headers:
             what = challenge_of(
                 status=page.status, headers=page.headers, body=page.body, url=page.final_url
@@ -299,35 +410,50 @@ class Fetcher:
                 raise BlockedBySite(what, page.status)
         limit = min(request.max_chars or self.settings.max_chars, self.settings.max_chars)
 
-        def converted() -> tuple[Document, int]:
+        def converted() -> tuple[_Converted, int]:
             started = time.perf_counter()
-            document = convert(
-                page.body,
-                content_type=page.content_type,
-                media_type=page.media_type,
-                url=page.final_url,
-                format=request.format,
-                also=request.also,
-                main_content=request.main_content,
-                include=request.include,
-                exclude=request.exclude,
+            shape = _Shape(
+                page.content_type,
+                page.media_type,
+                page.final_url,
+                request.format,
+                request.also,
+                request.main_content,
+                limit,
+                request.include,
+                request.exclude,
             )
-            return document, round((time.perf_counter() - started) * 1000)
+            try:
+                outcome = pool.run(
+                    convert_page,
+                    page.body,
+                    shape,
+                    deadline=deadline,
+                    memory=CONVERT_MEMORY,
+                    cancel=cancel,
+                )
+            except WorkTimeout:
+                raise FetchFailed(
+                    "deadline", "fetch failed: deadline (converting the page)"
+                ) from None
+            except WorkCancelled:
+                raise Cancelled("cancelled") from None
+            except WorkFailed as exc:
+                why = "the page needs more memory" if exc.kind == "memory" else exc.kind
+                raise FetchFailed("convert", f"fetch failed: convert ({why})") from None
+            return outcome, round((time.perf_counter() - started) * 1000)
 
-        document, convert_ms = converted()
+        converted_page, convert_ms = converted()
         rendered = None
         html = page.media_type in HTML_TYPES
         if html and self.renderer is None and (request.render or request.screenshot):
             page.warnings.append("render: the browser is off ([fetch.browser] enabled)")
         if html and self.renderer is not None:
-            rendered = self.renderer.rerender(page, request, document.content, deadline)
+            content = converted_page.document.content
+            rendered = self.renderer.rerender(page, request, content, deadline)
             if rendered is not None:
-                document, convert_ms = converted()
-        warnings = list(page.warnings)
-        content = document.content
-        if len(content) > limit:
-            content = content[:limit]
-            warnings.append(f"truncated: the content passed max_chars ({limit} characters)")
+                converted_page, convert_ms = converted()
+        document = converted_page.document
         return FetchResult(
             url=page.url,
             final_url=page.final_url,
@@ -337,10 +463,10 @@ class Fetcher:
             title=document.title,
             description=document.description,
             language=document.language,
-            content=content,
+            content=document.content,
             links=document.links,
-            truncated=page.truncated or len(document.content) > limit,
-            warnings=warnings,
+            truncated=page.truncated or converted_page.truncated,
+            warnings=[*page.warnings, *converted_page.warnings],
             fetch_ms=page.fetch_ms,
             convert_ms=convert_ms,
             bytes=len(page.body),
@@ -349,14 +475,28 @@ class Fetcher:
             screenshot=None if rendered is None else rendered.screenshot,
         )
 
-    def read(self, url: str, *, timeout: float | None = None) -> Page:
-        """Fetch a page's body through the guard, following redirects; no conversion."""
+    def _timeout(self, asked: float | None) -> float:
+        """Return a fetch's time limit: the request's, capped by `fetch.timeout`."""
+        return self.settings.timeout if asked is None else min(asked, self.settings.timeout)
+
+    def read(
+        self,
+        url: str,
+        *,
+        timeout: float | None = None,
+        deadline: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Page:
+        """Fetch a page's body through the guard, following redirects; no conversion.
+
+        It ends by `deadline` (monotonic), else `timeout` from now (capped by the config).
+        """
         started = time.monotonic()
-        limit = self.settings.timeout if timeout is None else min(timeout, self.settings.timeout)
-        deadline = started + limit
+        if deadline is None:
+            deadline = started + self._timeout(timeout)
         previous: httpx.URL | None = None
         current = url
-        with wall_clock(deadline):
+        with wall_clock(deadline, cancel=cancel):
             for hops in range(self.settings.max_redirects + 1):
                 hop = self.guard.vet(
                     current, timeout=deadline - time.monotonic(), previous=previous
@@ -372,7 +512,7 @@ class Fetcher:
 
     def _exchange(self, hop: Hop, deadline: float, started: float) -> Page | str:
         """Send one hop; return its page, or the absolute URL it redirects to."""
-        if not self._slots.acquire(hop.host, deadline):
+        if not self._slots.acquire(hop.host, deadline, current_cancel()):
             raise FetchFailed("deadline", "fetch failed: deadline (waiting for a per-host slot)")
         try:
             return self._send(hop, deadline, started)

@@ -162,10 +162,11 @@ class WorkerPool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self) -> None:
-        """Start every worker now, so the first calls find them ready."""
+    def start(self, count: int | None = None) -> None:
+        """Start workers now (all, or until `count` run), so the first calls find them ready."""
+        want = self.size if count is None else min(count, self.size)
         with self._cond:
-            while self._started < self.size and not self._closed:
+            while self._started < want and not self._closed:
                 self._idle.append(_Worker(self.preload))
                 self._started += 1
             self._cond.notify_all()

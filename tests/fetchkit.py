@@ -215,3 +215,26 @@ def without_link_targets(markdown: str) -> str:
 
 def _shingles(words: list[str], n: int) -> list[tuple[str, ...]]:
     return [tuple(words[i : i + n]) for i in range(max(len(words) - n + 1, 1))] if words else []
+
+
+def hostile_paragraphs(size: int) -> bytes:
+    """A page of `size` bytes of plain paragraphs: main-content extraction is quadratic in it."""
+    para = b"<p>" + b"word " * 40 + b"</p>\n"
+    return b"<html><body>" + para * (size // len(para)) + b"</body></html>"
+
+
+def hostile_table(size: int) -> bytes:
+    """A page of one table of `size` bytes, ten one-letter cells a row."""
+    row = b"<tr>" + b"<td>c</td>" * 10 + b"</tr>"
+    return b"<html><body><table>" + row * (size // len(row)) + b"</table></body></html>"
+
+
+def hostile_class(size: int) -> bytes:
+    """A page whose one `class` attribute is `size` bytes long."""
+    return b'<html><body><div class="' + b"a " * (size // 2) + b'">hi</div><p>x</p></body></html>'
+
+
+def hostile_links(count: int) -> bytes:
+    """A page of `count` distinct links."""
+    links = b"".join(b'<a href="/p%d">l%d</a> ' % (i, i) for i in range(count))
+    return b"<html><body>" + links + b"</body></html>"

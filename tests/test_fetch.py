@@ -11,12 +11,13 @@ import zlib
 from typing import Any
 
 import pytest
-from fetchkit import PageServer, drip, hang, page
+from fetchkit import PageServer, drip, hang, hostile_links, hostile_paragraphs, page
 
 from siftlib.config import FetchConfig
-from siftlib.errors import Blocked, FetchFailed, UnsupportedContent
-from siftlib.fetch import Fetcher, FetchRequest, HostSlots
+from siftlib.errors import Blocked, Cancelled, FetchFailed, UnsupportedContent
+from siftlib.fetch import MAIN_CONTENT_MAX_BYTES, Fetcher, FetchRequest, FetchResult, HostSlots
 from siftlib.metrics import Metrics
+from siftlib.workers import WorkerPool
 
 ARTICLE = (
     "<html lang='en'><head><title>Café</title></head>"
@@ -28,10 +29,14 @@ def fetcher(*allow: str, **options: object) -> Fetcher:
     return Fetcher(FetchConfig(allow=allow, **options), metrics=Metrics())  # type: ignore[arg-type]
 
 
-def fetch_one(route_or_routes: object, path: str = "/", **options: object) -> object:
+def fetch_one(
+    route_or_routes: object, path: str = "/", *, format_main: bool = False, **options: object
+) -> object:
     routes = route_or_routes if isinstance(route_or_routes, dict) else {"/": route_or_routes}
     with PageServer(routes) as site, fetcher(site.allow, **options) as fetch:  # type: ignore[arg-type]
-        return fetch.fetch(FetchRequest(url=site.url + path, format="text", main_content=False))
+        return fetch.fetch(
+            FetchRequest(url=site.url + path, format="text", main_content=format_main)
+        )
 
 
 def test_a_404_page_is_returned_as_a_page() -> None:
@@ -315,7 +320,7 @@ def test_a_fault_of_our_own_is_counted_as_an_error_not_ok(monkeypatch: pytest.Mo
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("siftlib.convert.convert", broken)
+    monkeypatch.setattr("siftlib.workers.WorkerPool.run", broken)
     with (
         PageServer({"/a": page(ARTICLE.encode())}) as site,
         Fetcher(FetchConfig(allow=(site.allow,)), metrics=Metrics()) as fetch,
@@ -395,3 +400,79 @@ def test_a_context_that_does_not_verify_is_refused() -> None:
         pytest.raises(ValueError),
     ):
         fetch.fetch(FetchRequest(url=f"https://{site.allow}/"))
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def worker_pids(pool: WorkerPool) -> set[int]:
+    return {pool.run(eval, b"__import__('os').getpid()", deadline=time.monotonic() + 30)}
+
+
+def test_the_deadline_covers_the_conversion_and_stops_it() -> None:
+    """A page that costs seconds to convert ends at the fetch's deadline, its worker killed."""
+    with (
+        WorkerPool(1, preload=("siftlib.convert",)) as pool,
+        PageServer({"/": page(hostile_links(120_000))}) as site,
+        Fetcher(FetchConfig(allow=(site.allow,), timeout=1.5), pool=pool) as fetch,
+    ):
+        before = worker_pids(pool)
+        with pytest.raises(FetchFailed) as failed:
+            fetch.fetch(FetchRequest(url=site.url + "/", main_content=False))
+        assert failed.value.kind == "deadline"
+        assert "converting the page" in str(failed.value)
+        assert not any(pid_alive(pid) for pid in before)
+        assert worker_pids(pool) != before  # replaced, and serving
+
+
+def test_a_cancelled_fetch_stops_its_conversion() -> None:
+    cancel = threading.Event()
+    with (
+        WorkerPool(1, preload=("siftlib.convert",)) as pool,
+        PageServer({"/": page(hostile_links(120_000))}) as site,
+        Fetcher(FetchConfig(allow=(site.allow,)), pool=pool) as fetch,
+    ):
+        before = worker_pids(pool)
+        threading.Timer(0.5, cancel.set).start()
+        with pytest.raises(Cancelled):
+            fetch.fetch(FetchRequest(url=site.url + "/", main_content=False), cancel=cancel)
+        assert not any(pid_alive(pid) for pid in before)
+
+
+def test_a_cancelled_fetch_stops_reading_the_page() -> None:
+    cancel = threading.Event()
+    with PageServer({"/": drip(0.05)}) as site, fetcher(site.allow) as fetch:
+        threading.Timer(0.3, cancel.set).start()
+        with pytest.raises(Cancelled):
+            fetch.fetch(FetchRequest(url=site.url + "/"), cancel=cancel)
+        snapshot = fetch.metrics.snapshot()  # type: ignore[union-attr]
+    assert snapshot["fetch_requests"] == {"caller=local,outcome=cancelled": 1}
+
+
+def test_a_page_too_large_for_main_content_is_converted_whole_with_a_warning() -> None:
+    body = hostile_paragraphs(MAIN_CONTENT_MAX_BYTES + 100_000)
+    result = fetch_one(page(body), format_main=True)
+    assert isinstance(result, FetchResult)
+    assert result.content.startswith("word word")
+    assert any(w.startswith("main content: the page passed") for w in result.warnings)
+
+
+def test_max_chars_cuts_every_format() -> None:
+    body = b"<html><body><p>" + b"long text " * 2000 + b"</p></body></html>"
+    with PageServer({"/": page(body)}) as site, fetcher(site.allow) as fetch:
+        result = fetch.fetch(
+            FetchRequest(url=site.url + "/", also=("raw_html", "html", "text"), max_chars=100)
+        )
+    assert len(result.content) == 100
+    assert {name: len(text) for name, text in result.also.items()} == {
+        "raw_html": 100,
+        "html": 100,
+        "text": 100,
+    }
+    assert result.truncated
+    assert result.warnings == ["truncated: the content passed max_chars (100 characters)"]
