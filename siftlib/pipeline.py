@@ -394,7 +394,9 @@ class Searcher:
         if request.use_cache and self.store is not None and planned:
             key = cache_key(
                 query=query,
-                sources=sorted(planned),
+                # Each source with its configured URL: pointing one elsewhere (a reload, an
+                # edited config) must never serve the old upstream's entries.
+                sources=[f"{name} {self.config.source(name).url}" for name in planned],
                 k=k,
                 merge=merge,
                 hour_bucket=hour_bucket(now),

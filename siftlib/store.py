@@ -41,6 +41,8 @@ memory front that wraps them:
 Decisions:
 
 - Key: sha256 over a JSON array of the parts, so no query text can forge another key's parts.
+  The sources part names each attempted source with its configured URL (`searxng
+  http://127.0.0.1:8888`): a source pointed elsewhere starts from an empty cache.
   The caller class is one of those parts: fleet callers share `fleet`; each restricted caller
   has its own partition `restricted:<name>`, so restricted callers cannot observe each other
   either ("no other caller may observe the work").

@@ -116,13 +116,15 @@ def make_searcher(
 ) -> Iterator[Callable[..., Searcher]]:
     made: list[tuple[Searcher, SQLiteStore]] = []
 
-    def make(*, tavily: bool = False, cap: int = 0, ttl: str = "1h") -> Searcher:
+    def make(
+        *, tavily: bool = False, cap: int = 0, ttl: str = "1h", searxng_path: str = "searx"
+    ) -> Searcher:
         base = httpserver.url_for("")
         path = tmp_path / "config.toml"
         path.write_text(
             f'[server]\ndb = "{db_path}"\npermit_restricted = ["Alice", "carol"]\n'
             f'[search]\ncache_ttl = "{ttl}"\n'
-            f'[search.searxng]\nenabled = true\nurl = "{base}searx"\n'
+            f'[search.searxng]\nenabled = true\nurl = "{base}{searxng_path}"\n'
             f'[search.tavily]\nenabled = {str(tavily).lower()}\nurl = "{base}tavily"\n'
             f"daily_credit_cap = {cap}\n"
         )
@@ -160,6 +162,18 @@ def test_a_hit_returns_cached_with_no_upstream_call(
     assert second.results == first.results and second.warnings == []
     assert searcher.metrics.snapshot()["search_cache_hit"] == 1
     assert searcher.metrics.snapshot()["search_cache_miss"] == 1
+
+
+def test_a_source_pointed_elsewhere_never_serves_the_old_upstreams_entries(
+    upstreams: Upstreams, make_searcher: Callable[..., Searcher]
+) -> None:
+    assert not search(make_searcher()).cached
+    assert search(make_searcher()).cached  # the same config over the same file hits
+    moved = make_searcher(searxng_path="nowhere")  # a wrong URL: that path answers 500
+    with pytest.raises(NoResultsError) as failed:
+        search(moved)
+    assert failed.value.warnings == ["searxng: 500"]
+    assert upstreams.calls["searxng"] == 1
 
 
 @pytest.mark.parametrize(
