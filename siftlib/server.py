@@ -278,6 +278,27 @@ class GatewayServer(ThreadingHTTPServer):
             if self.draining.is_set():
                 self._state.notify_all()
 
+    def reload(
+        self,
+        searcher: Searcher,
+        *,
+        callers: Mapping[str, str],
+        restricted: Collection[str],
+        default_k: int,
+        deadline: float,
+        fetcher: Fetcher | None,
+    ) -> tuple[Searcher, Fetcher | None]:
+        """Serve the next requests with a new config's parts; return the searcher and fetcher
+        replaced, which requests already running go on using (the caller closes them later)."""
+        with self._state:
+            replaced = self.searcher, self.fetcher
+            self.searcher, self.fetcher = searcher, fetcher
+            self.callers = [(name, token.encode()) for name, token in sorted(callers.items())]
+            self.restricted = frozenset(restricted)
+            self.default_k = default_k
+            self.deadline = deadline
+        return replaced
+
     def drain(self, timeout: float) -> bool:
         """Wait until no request is in flight (call after `shutdown`); False on timeout."""
         with self._state:

@@ -2,6 +2,17 @@
 
 sift serve                       # listen on [server] listen (127.0.0.1:8787)
 sift serve --listen 0.0.0.0:8787 # needs at least one SIFT_TOKEN_<NAME> in secret.env
+kill -HUP <pid>                  # re-read config.toml and secret.env, as nginx and SearXNG do
+
+SIGHUP (`Reloader`): the config and secrets are read again and checked as at start; a new
+searcher (sources, keys, timeouts, cache key parts), the callers, `permit_restricted`, `k`
+and the deadline are swapped in for the next request, and the fetcher too when `[fetch]`
+changed. Requests already running finish on what they started with; the replaced parts are
+closed once the longest of them must have ended (its deadline plus the socket timeout), or
+at shutdown. The store, its counters and metrics carry over. An invalid new config (or one
+that would leave a non-loopback listener without caller tokens) is refused with one log
+line, and the running one stays. The listen address and the store are bound at start: a
+change to them is logged as needing a restart, and the rest of the reload applies.
 """
 
 from __future__ import annotations
@@ -11,6 +22,7 @@ import logging
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -18,6 +30,7 @@ if TYPE_CHECKING:
     from siftlib.config import Config
     from siftlib.fetch import Fetcher
     from siftlib.metrics import Metrics
+    from siftlib.server import GatewayServer
     from siftlib.store import Store
 
 # The margin past the per-source timeout: fan-out, merge, cache write and the answer itself.
@@ -62,13 +75,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"sift serve: {exc}", file=sys.stderr)
         return 2
-    if not config.enabled_sources:
-        logging.getLogger("sift").warning(
-            "no search source is enabled: every search answers 422 until one of "
-            "search.searxng.enabled, search.brave_llm.enabled or search.tavily.enabled "
-            "is set to true in %s",
-            config.path,
-        )
+    warn_if_no_source(config)
 
     store = open_configured_store(config, secrets)
     searcher = Searcher(
@@ -102,8 +109,15 @@ def run(args: argparse.Namespace) -> int:
         # shutdown() waits for serve_forever to return, which runs on this very thread.
         threading.Thread(target=server.shutdown, name="sift-stop").start()
 
+    reloader = Reloader(args, server, config, store)
+
+    def reload(signum: int, frame: FrameType | None) -> None:
+        # Off the signal handler: loading the config and opening clients takes a while.
+        threading.Thread(target=reloader.reload, name="sift-reload", daemon=True).start()
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, reload)
     logging.getLogger("sift").info("%s", describe(config, store))
     for handler in logging.getLogger().handlers:
         handler.flush()  # what will be called, before the first request can arrive
@@ -118,13 +132,14 @@ def run(args: argparse.Namespace) -> int:
     finally:
         # In-flight work may be a fetch, whose deadline can pass the search's.
         longest = server.deadline
-        if fetcher is not None:
-            longest = max(longest, config.fetch.timeout + FETCH_MARGIN)
+        if server.fetcher is not None:
+            longest = max(longest, reloader.config.fetch.timeout + FETCH_MARGIN)
         finished = server.drain(timeout=longest + server.socket_timeout)
         server.server_close()
-        if fetcher is not None:
-            fetcher.close()
-        searcher.close()
+        reloader.close()
+        if server.fetcher is not None:
+            server.fetcher.close()
+        server.searcher.close()
         store.close()
     for handler in logging.getLogger().handlers:
         handler.flush()  # the last search lines first: they are written in batches
@@ -134,6 +149,116 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     return 0
+
+
+class Reloader:
+    """Re-reads config and secrets on SIGHUP and swaps them into the running gateway."""
+
+    def __init__(
+        self, args: argparse.Namespace, server: GatewayServer, config: Config, store: Store
+    ) -> None:
+        self.args = args
+        self.server = server
+        self.config = config
+        self.store = store
+        self._lock = threading.Lock()
+        self._retired: list[tuple[threading.Timer, Callable[[], None]]] = []
+
+    def reload(self) -> None:
+        """Load the config again and apply it, or log why not and keep the running one."""
+        from siftlib.config import load_config, load_secrets
+        from siftlib.errors import ConfigError
+        from siftlib.pipeline import Searcher
+        from siftlib.server import FETCH_MARGIN, check_open_mode
+
+        log = logging.getLogger("sift")
+        with self._lock:
+            if self.server.draining.is_set():
+                return
+            old = self.config
+            try:
+                config = load_config(self.args.config)
+                secrets = load_secrets(config.secret_env, expected=config.secret_env_configured)
+                callers = secrets.callers()
+                check_open_mode(self.server.server_name, callers, secret_env=str(config.secret_env))
+            except ConfigError as exc:
+                log.error("reload refused, still serving the previous config: %s", exc)
+                return
+            if not self.args.listen and config.listen != old.listen:
+                log.warning("reload: [server] listen takes a restart; still on %s", old.listen)
+            if (config.store, config.store_prefix, config.db) != (
+                old.store,
+                old.store_prefix,
+                old.db,
+            ):
+                log.warning("reload: the store settings take a restart; keeping the open store")
+            searcher = Searcher(
+                config,
+                secrets,
+                store=self.store,
+                metrics=self.server.searcher.metrics,
+                allow_private_upstreams=self.args.allow_private_upstreams,
+            )
+            fetcher = self.server.fetcher
+            if config.fetch != old.fetch:
+                fetcher = open_fetcher(config, searcher.metrics)
+            replaced, replaced_fetcher = self.server.reload(
+                searcher,
+                callers=callers,
+                restricted=config.permit_restricted,
+                default_k=config.k,
+                deadline=config.timeout + DEADLINE_MARGIN,
+                fetcher=fetcher,
+            )
+            self.config = config
+            warn_if_no_source(config)
+            longest = old.timeout + DEADLINE_MARGIN
+            if replaced_fetcher is not fetcher and replaced_fetcher is not None:
+                longest = max(longest, old.fetch.timeout + FETCH_MARGIN)
+                self._retire(replaced_fetcher.close, longest)
+            self._retire(replaced.close, longest)
+            log.info("reloaded %s: %s", config.path, describe(config, self.store))
+
+    def _retire(self, close: Callable[[], None], after: float) -> None:
+        """Close a replaced part once every request that may use it has ended."""
+        once = _once(close)
+        timer = threading.Timer(after + self.server.socket_timeout, once)
+        timer.daemon = True
+        self._retired.append((timer, once))
+        timer.start()
+
+    def close(self) -> None:
+        """Close every replaced part not closed yet (at shutdown, after the drain)."""
+        with self._lock:
+            retired, self._retired = self._retired, []
+        for timer, once in retired:
+            timer.cancel()
+            once()
+
+
+def _once(close: Callable[[], None]) -> Callable[[], None]:
+    """Return `close` made safe to call from a timer and at shutdown both: it runs once."""
+    lock = threading.Lock()
+    done: list[bool] = []
+
+    def run() -> None:
+        with lock:
+            if not done:
+                done.append(True)
+                close()
+
+    return run
+
+
+def warn_if_no_source(config: Config) -> None:
+    """Log that every search will answer 422, and which keys change that."""
+    if not config.enabled_sources:
+        logging.getLogger("sift").warning(
+            "no search source is enabled: every search answers 422 until one of "
+            "search.searxng.enabled, search.brave_llm.enabled or search.tavily.enabled "
+            "is set to true in %s (then kill -HUP this process)",
+            config.path,
+        )
 
 
 def open_fetcher(config: Config, metrics: Metrics) -> Fetcher | None:
