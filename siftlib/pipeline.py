@@ -83,6 +83,8 @@ source_log = LazyLogger("sift.source")  # a failed source, for the operator's lo
 MAX_BODY_BYTES = 2 * 1024 * 1024
 _CHUNK = 64 * 1024
 _WORKERS = 64
+# How long a plan trusts the day's credits it read last (`Searcher._planning_credits`).
+PLAN_CREDITS_AGE = 1.0
 _COUNTERS_AT_START: dict[str, object] = {
     "search_queries": {},
     "search_credits": {},
@@ -237,6 +239,7 @@ class Searcher:
         self.health = Health()
         self.clock = clock
         self.deadline_clock = deadline_clock or DeadlineClock()
+        self._plan_credits: tuple[float, str, dict[str, int]] | None = None  # (read at, day, …)
         self._sources: dict[str, Source] = {}
         self._keys: dict[str, str | None] = {}
         self._upstreams: dict[str, Upstream] = {}
@@ -370,7 +373,35 @@ class Searcher:
         The store answers for every source in one read, so one plan or report needs only one.
         """
         store = self.store
-        return functools.cache(lambda: store.daily_credits(day=day) if store is not None else {})
+        read: list[dict[str, int]] = []  # a closure, not functools.cache: that wraps per call
+
+        def daily() -> dict[str, int]:
+            if not read:
+                read.append(store.daily_credits(day=day) if store is not None else {})
+            return read[0]
+
+        return daily
+
+    def _planning_credits(self, day: str) -> Callable[[], dict[str, int]]:
+        """Return a reader of the day's credits for a plan, trusting one read for PLAN_CREDITS_AGE.
+
+        A cache hit plans too, and a store read per hit (a SQLite query under the store's lock,
+        a Redis round trip) cost a capped source's hits ~100 µs each. A plan only chooses whom
+        to ask: the reservation before any call stays exact, and this process's own
+        reservations forget the read at once, so only another gateway's spending is seen late.
+        """
+        seen = self._plan_credits
+        now = self.deadline_clock.now()
+        if seen is not None and seen[1] == day and now - seen[0] < PLAN_CREDITS_AGE:
+            return lambda: seen[2]
+        fresh = self._credits_today(day)
+
+        def daily() -> dict[str, int]:
+            credits = fresh()
+            self._plan_credits = (now, day, credits)
+            return credits
+
+        return daily
 
     def _capped(self, name: str, daily: Callable[[], dict[str, int]]) -> bool:
         cap = self.config.source(name).daily_credit_cap
@@ -491,7 +522,7 @@ class Searcher:
         """
         plan: list[str] = []
         skipped: list[str] = []
-        daily = self._credits_today(day)
+        daily = self._planning_credits(day)
         for name, adapter in self._sources.items():
             if request.sources is not None and name not in request.sources:
                 continue
@@ -543,6 +574,7 @@ class Searcher:
         if not cap or self.store is None:
             return False, None
         reservation = self.store.reserve(name, day=day, cap=cap, credits=1)
+        self._plan_credits = None  # the next plan reads what this one reserved
         return reservation is None, reservation
 
     def _account(
@@ -558,6 +590,7 @@ class Searcher:
                 self.store.release(reservation)
             elif outcome.failure != "timeout":  # a timed-out call may be charged: kept booked
                 self.store.settle(reservation, actual=outcome.credits)
+            self._plan_credits = None  # the next plan reads what this search spent
         if outcome.sent:
             self.metrics.inc("search_queries", outcome.calls, caller=caller, source=name)
         if outcome.credits:

@@ -534,3 +534,37 @@ def test_a_locked_database_serves_uncached_with_a_warning_then_recovers(
     # The credit spent while the file was locked reached the file once the lock went.
     with sqlite3.connect(db_path) as db:
         assert db.execute("SELECT used FROM credits").fetchone() == (2,)
+
+
+def test_a_plan_trusts_the_days_credits_for_a_second_and_reservations_stay_exact(
+    upstreams: Upstreams,
+    make_searcher: Callable[..., Searcher],
+    db_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    searcher = make_searcher(tavily=True, cap=3)
+    store = searcher.store
+    assert store is not None
+    reads: list[str] = []
+    daily_credits = store.daily_credits
+
+    def counted(*, day: str) -> dict[str, int]:
+        reads.append(day)
+        return daily_credits(day=day)
+
+    monkeypatch.setattr(store, "daily_credits", counted)
+    search(searcher)  # a miss: reads, reserves, and forgets what it read
+    for _ in range(20):
+        assert search(searcher).cached
+    assert len(reads) == 2  # the miss's plan, then one read for twenty hits
+    other = open_store(db_path)  # another gateway on the same file spends the rest
+    assert other.reserve("tavily", day="2025-11-30", cap=3, credits=2) is not None
+    other.close()
+    # This plan still trusts its read, so it asks for a credit: the reservation refuses it.
+    late = search(searcher, query="two")
+    assert late.warnings == ["tavily: daily cap"] and upstreams.calls["tavily"] == 1
+    now = searcher.deadline_clock.now() + 1.5
+    monkeypatch.setattr(searcher.deadline_clock, "now", lambda: now)
+    reads.clear()
+    assert search(searcher, query="three").warnings == ["tavily: daily cap"]
+    assert reads == ["2025-11-30"] and upstreams.calls["tavily"] == 1

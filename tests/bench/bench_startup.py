@@ -64,9 +64,7 @@ def main() -> None:
         )
         pinholed = home / "pinhole" / "config.toml"
         pinholed.parent.mkdir()
-        pinholed.write_text(
-            config.read_text().replace("allow = []", 'allow = ["127.0.0.1:9"]', 1)
-        )
+        pinholed.write_text(config.read_text().replace("allow = []", 'allow = ["127.0.0.1:9"]', 1))
         assert "127.0.0.1:9" in pinholed.read_text(), "the starter's [fetch] allow changed"
         (pinholed.parent / "secret.env").write_text("")
         search = [SIFT, "search", "--local", "sqlite wal mode"]
@@ -80,7 +78,9 @@ def main() -> None:
             "sift fetch --help": lambda: [SIFT, "fetch", "--help"],
             "sift search --local (cache miss)": lambda: [*search, f"n{next(misses)}"],
         }
-        subprocess.run(commands["  the same with a pinhole"](), env=env, check=True, capture_output=True)
+        subprocess.run(
+            commands["  the same with a pinhole"](), env=env, check=True, capture_output=True
+        )
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(RUNS):
             for name, argv in commands.items():
