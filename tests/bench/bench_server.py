@@ -1,15 +1,17 @@
 """Benchmark the gateway against the ceiling of its stack, side by side in one run.
 
-1. Cache hits over `POST /v2/search`, driven by the C load generator `wrk -t2 -c16` (a
-   Python client saturates before the server and hides its cost): requests per second,
-   p50/p99 latency and server CPU per request (user + system time of the server process, from
-   /proc) of a real `sift serve`, against a bare stdlib `ThreadingHTTPServer` answering the
-   same bytes (same size) through the stdlib's own `send_response`/`send_header`, in one
-   write. Targets: sift >= 0.5 of the bare server's requests per second and <= 2x its CPU
-   per request. A third row, the gateway with its pipeline replaced by an answer held
-   in memory, splits sift's cost between the HTTP layer and the pipeline. Each server runs in
-   its own process, one after the other, in three alternating rounds; each server's best
-   round counts (this shared machine swings by a third from one round to the next).
+1. Cache hits over `POST /v2/search` with a bearer token, 3.2 KB answers (14 hits), SearXNG
+   and a capped Tavily enabled as operators run sift, driven by the C load generator
+   `wrk -t2 -c16` (a Python client saturates before the server and hides its cost):
+   requests per second, p50/p99 latency and server CPU per request (user + system time of
+   the server process, from /proc) of a real `sift serve`, against a bare stdlib
+   `ThreadingHTTPServer` answering the same bytes through the stdlib's own
+   `send_response`/`send_header`, in one write. Targets (issue 43): sift >= 0.6 of the bare
+   server's requests per second and <= 1.8x its CPU per request. A third row, the gateway
+   with its pipeline replaced by an answer held in memory, splits sift's cost between the
+   HTTP layer and the pipeline. Each server runs in its own process, one after the other, in
+   three alternating rounds; each server's best round counts (this shared machine swings by
+   a third from one round to the next).
 2. Overhead of a Tavily-only search through sift (a new query each time, so never cached)
    against the same fake Tavily called directly with the same body, one client, sequential.
    Target: sift p50 <= 1.05 x direct p50 + 3 ms. Measured with a fake answering at once and
@@ -76,7 +78,7 @@ from siftlib.server import GatewayServer
 configure_logging()
 config = load_config(sys.argv[1])
 secrets = load_secrets(config.secret_env)
-searcher = Searcher(config, secrets)
+searcher = Searcher(config, secrets, allow_private_upstreams=True)
 answer = searcher.search(SearchRequest(query="sqlite wal mode", k=5))
 class Canned:
     metrics = searcher.metrics
@@ -185,10 +187,19 @@ def post(port: int, path: str, payload: dict[str, object], token: str | None = T
 
 def cache_hits(home: Path, env: dict[str, str]) -> None:
     searxng = FakeUpstream(searxng_answer(LIMIT))
-    config = write_config(home / "hits", searxng=searxng.url)
-    (home / "hits" / "secret.env").write_text(f"SIFT_TOKEN_BENCH={TOKEN}\n")
+    tavily = FakeUpstream(fixture_bytes("tavily/wal-usage-unsorted.json"))
+    # As operators run it: the free source and a paid one under a daily cap.
+    config = write_config(
+        home / "hits", searxng=searxng.url, tavily=tavily.url + "/search", tavily_cap=1000
+    )
+    (home / "hits" / "secret.env").write_text(
+        f"SIFT_TOKEN_BENCH={TOKEN}\nTAVILY_API_KEY=bench-key\n"
+    )
     request = json.dumps({"query": "sqlite wal mode", "limit": LIMIT}).encode()
-    sift_argv = [sys.executable, str(REPO / "sift.py"), "serve", "--config", str(config)]
+    sift_argv = [
+        *[sys.executable, str(REPO / "sift.py"), "serve", "--config", str(config)],
+        "--allow-private-upstreams",  # the fake Tavily is on loopback
+    ]
     sift, sift_port = start(sift_argv, env, home / "sift.log")
     answer = post(sift_port, "/v2/search", json.loads(request))  # fills the cache
     body_file = home / "body.json"
@@ -197,7 +208,7 @@ def cache_hits(home: Path, env: dict[str, str]) -> None:
     bare, bare_port = start(bare_argv, env, home / "bare.log")
     canned_argv = [sys.executable, "-c", CANNED_SERVER, str(config)]
     canned, canned_port = start(canned_argv, {**env, "PYTHONPATH": str(REPO)}, home / "canned.log")
-    primed = len(searxng.calls)
+    primed = len(searxng.calls) + len(tavily.calls)
     servers = {
         "bare": (bare, bare_port),
         "canned": (canned, canned_port),
@@ -212,6 +223,7 @@ def cache_hits(home: Path, env: dict[str, str]) -> None:
         for proc in (sift, bare, canned):
             stop(proc)
         searxng.close()
+        tavily.close()
     best = {name: max(rounds, key=lambda r: r["rps"]) for name, rounds in results.items()}
     print(f"1. cache hits, POST /v2/search, wrk -t2 -c{CONNECTIONS} (keep-alive),")
     print(f"   {len(answer)}-byte answers, best of {ROUNDS} rounds of {SECONDS:g} s each")
@@ -228,12 +240,12 @@ def cache_hits(home: Path, env: dict[str, str]) -> None:
             f"{r['cpu_us']:>12.0f}"
         )
     ratio = best["sift"]["rps"] / best["bare"]["rps"]
-    verdict = "meets" if ratio >= 0.5 else "MISSES"
-    print(f"   sift / ceiling req/s = {ratio:.2f} (target >= 0.5: {verdict})")
+    verdict = "meets" if ratio >= 0.6 else "MISSES"
+    print(f"   sift / ceiling req/s = {ratio:.2f} (target >= 0.6: {verdict})")
     cpu = best["sift"]["cpu_us"] / best["bare"]["cpu_us"]
-    verdict = "meets" if cpu <= 2.0 else "MISSES"
-    print(f"   sift / ceiling CPU per request = {cpu:.2f} (target <= 2: {verdict})")
-    print(f"   upstream calls while under load: {len(searxng.calls) - primed}")
+    verdict = "meets" if cpu <= 1.8 else "MISSES"
+    print(f"   sift / ceiling CPU per request = {cpu:.2f} (target <= 1.8: {verdict})")
+    print(f"   upstream calls while under load: {len(searxng.calls) + len(tavily.calls) - primed}")
     layer = best["canned"]["cpu_us"] - best["bare"]["cpu_us"]
     pipeline = best["sift"]["cpu_us"] - best["canned"]["cpu_us"]
     print(
