@@ -420,7 +420,7 @@ def _fetch_config(table: _Table) -> FetchConfig:
         raise table.error("timeout", "must be at most 60s")
     allow = table.get("allow", list, [])
     if allow:
-        from siftlib.guard import parse_pinhole  # imports httpx: only when there is a pinhole
+        from siftlib.pinholes import parse_pinhole  # data only: no HTTP stack, no guard
     for entry in allow:
         try:
             parse_pinhole(entry if isinstance(entry, str) else "")

@@ -40,6 +40,7 @@ import httpx
 
 from siftlib.dial import Resolver, address_kind, describe_kind, resolve
 from siftlib.errors import Blocked, FetchFailed, QueryError
+from siftlib.pinholes import Pinhole, ip_literal, parse_pinhole
 
 __all__ = ["Guard", "Hop", "Pinhole", "parse_pinhole"]
 
@@ -59,33 +60,6 @@ BAD_PORTS = frozenset(
 
 
 @dataclass(frozen=True)
-class Pinhole:
-    """One `[fetch] allow` entry: a host (or IP literal) and a port."""
-
-    host: str
-    port: int
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None
-
-    def matches(self, host: str, port: int) -> bool:
-        """Tell whether a hop's host (as written, lowercased) and port are this pinhole."""
-        if port != self.port:
-            return False
-        if host == self.host:
-            return True
-        return self.ip is not None and _ip_literal(host) == self.ip
-
-
-def parse_pinhole(entry: str) -> Pinhole:
-    """Parse `host:port` or `[v6]:port` into a `Pinhole`, or raise ValueError."""
-    host, sep, port = entry.strip().rpartition(":")
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f'{entry!r} is not "host:port" (e.g. "127.0.0.1:8080")')
-    host = host.lower().rstrip(".")
-    return Pinhole(host=host, port=int(port), ip=_ip_literal(host))
-
-
-@dataclass(frozen=True)
 class Hop:
     """A URL that passed the guard, and the only addresses it may be dialled on."""
 
@@ -93,13 +67,6 @@ class Hop:
     addresses: tuple[str, ...]
     host: str
     pinhole: bool = False
-
-
-def _ip_literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(host.split("%", 1)[0])
-    except ValueError:
-        return None
 
 
 class Guard:
@@ -123,14 +90,14 @@ class Guard:
             raise Blocked("downgrade", "blocked: a redirect from https to http")
         host = (parts.hostname or "").rstrip(".")
         port = _port(parts, scheme)
-        numeric = _NUMERIC_HOST.fullmatch(host) is not None and _ip_literal(host) is None
+        numeric = _NUMERIC_HOST.fullmatch(host) is not None and ip_literal(host) is None
         if numeric:
             try:
                 host = socket.inet_ntoa(socket.inet_aton(host))
             except OSError:
                 raise QueryError(f"invalid url: {host!r} is not an IPv4 address") from None
         target = _rebuild(parts, scheme, host, port)
-        literal = _ip_literal(host)
+        literal = ip_literal(host)
         if literal is None:  # the name as it is looked up: IDNA-encoded by httpx
             host = target.raw_host.decode("ascii").lower().rstrip(".")
         pinhole = any(p.matches(host, port) for p in self.pinholes)
@@ -143,7 +110,7 @@ class Guard:
         addresses = self._resolve(host, port, timeout)
         if not pinhole:
             for ip in addresses:
-                _check_address(_ip_literal(ip), f"blocked: {host} resolves to {ip},")
+                _check_address(ip_literal(ip), f"blocked: {host} resolves to {ip},")
         return Hop(target, tuple(addresses), host, pinhole)
 
     def _resolve(self, host: str, port: int, timeout: float) -> list[str]:

@@ -22,7 +22,7 @@ import sys
 from siftlib.cli import main
 code = main(sys.argv[1:])
 heavy = ("httpx", "siftlib.dial", "siftlib.server", "logging", "dataclasses", "inspect",
-         "concurrent.futures", "shutil", "platformdirs")
+         "concurrent.futures", "shutil", "platformdirs", "siftlib.guard")
 print("loaded:", ",".join(m for m in heavy if m in sys.modules))
 sys.exit(code)
 """
@@ -60,6 +60,22 @@ def test_a_cache_hit_imports_no_http_client_and_a_miss_does(
     assert hit.returncode == 0, hit.stderr
     assert hit.stdout.endswith("loaded: \n")
     assert hit.stdout.split("loaded:")[0] == miss.stdout.split("loaded:")[0]
+    assert len(httpserver.log) == 1
+
+
+def test_a_pinhole_in_the_config_costs_a_cache_hit_no_import(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    httpserver.expect_request("/search").respond_with_data(
+        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
+        content_type="application/json",
+    )
+    config = write_config(tmp_path, httpserver.url_for("/").rstrip("/"))
+    config.write_text(config.read_text() + '[fetch]\nallow = ["127.0.0.1:8080", "[::1]:9"]\n')
+    assert search(config, "sqlite wal mode").returncode == 0
+    hit = search(config, "sqlite wal mode")
+    assert (hit.returncode, hit.stderr) == (0, "")
+    assert hit.stdout.endswith("loaded: \n")
     assert len(httpserver.log) == 1
 
 
