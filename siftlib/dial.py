@@ -379,7 +379,7 @@ CANCEL_POLL = 0.05
 
 
 @contextmanager
-def wall_clock(deadline: float, *, cancel: threading.Event | None = None) -> Iterator[None]:
+def wall_clock(deadline: float | None, *, cancel: threading.Event | None = None) -> Iterator[None]:
     """Cap every socket wait of the pinned streams used inside by `deadline` (monotonic).
 
     With `cancel`, a wait also ends soon after the event is set, raising `Cancelled`: the

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
 from siftlib.deadline import DeadlineClock
-from siftlib.errors import NoResultsError, StoreError
+from siftlib.errors import Cancelled, NoResultsError, StoreError
 from siftlib.health import Health
 from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
@@ -85,6 +85,10 @@ _CHUNK = 64 * 1024
 _WORKERS = 64
 # How long a plan trusts the day's credits it read last (`Searcher._planning_credits`).
 PLAN_CREDITS_AGE = 1.0
+# After a cancel, how long the fan-out waits for its calls to say whether they were sent.
+_CANCEL_GRACE = 0.5
+# Failures after which the provider may have charged the call: its reservation stays booked.
+_MAYBE_CHARGED = frozenset(("timeout", "cancelled"))
 _COUNTERS_AT_START: dict[str, object] = {
     "search_queries": {},
     "search_credits": {},
@@ -409,8 +413,14 @@ class Searcher:
             return False
         return daily().get(name, 0) >= cap
 
-    def search(self, request: SearchRequest) -> SearchResponse:
-        """Run one search; raise `QueryError` or `NoResultsError` when it cannot answer."""
+    def search(
+        self, request: SearchRequest, *, cancel: threading.Event | None = None
+    ) -> SearchResponse:
+        """Run one search; raise `QueryError` or `NoResultsError` when it cannot answer.
+
+        Once `cancel` is set, the search raises `Cancelled`: its upstream requests close,
+        reservations of calls not sent go back, and nothing is cached.
+        """
         started = self.deadline_clock.now()
         query = normalise_query(request.query)
         k = check_k(self.config.k if request.k is None else request.k)
@@ -457,12 +467,14 @@ class Searcher:
                 return response
             self.metrics.inc("search_cache_miss")
 
+        if cancel is not None and cancel.is_set():
+            raise Cancelled("cancelled")
         reservations = self._reserve_all(planned, day, warnings, skipped)
         if not reservations:
             self._log(request, query, [], 0, "miss", 0)
             raise NoResultsError("no search results: no source could be called", warnings)
 
-        outcomes = self._fan_out(list(reservations), query, k, started)
+        outcomes = self._fan_out(list(reservations), query, k, started, cancel)
         by_source: dict[str, Sequence[Hit]] = {}
         failed = list(skipped)
         complete = True
@@ -477,6 +489,9 @@ class Searcher:
             else:
                 failed.append(outcome.name)
                 warnings.append(f"{outcome.name}: {outcome.failure}")
+        if cancel is not None and cancel.is_set():
+            self._log(request, query, planned, 0, "cancelled", 0)
+            raise Cancelled("cancelled")
         failed.sort(key=SOURCE_ORDER.index)
         ok = [name for name in planned if name not in failed]
         if not ok:
@@ -588,13 +603,15 @@ class Searcher:
         if reservation is not None and self.store is not None:
             if not outcome.sent:
                 self.store.release(reservation)
-            elif outcome.failure != "timeout":  # a timed-out call may be charged: kept booked
+            elif outcome.failure not in _MAYBE_CHARGED:  # it may be charged: kept booked
                 self.store.settle(reservation, actual=outcome.credits)
             self._plan_credits = None  # the next plan reads what this search spent
         if outcome.sent:
             self.metrics.inc("search_queries", outcome.calls, caller=caller, source=name)
         if outcome.credits:
             self.metrics.inc("search_credits", outcome.credits, caller=caller, source=name)
+        if outcome.failure == "cancelled":
+            return  # our caller gave up: not the source's failure, nor its latency
         self.health.record(
             name, ok=outcome.failure is None, ms=outcome.ms if outcome.sent else None
         )
@@ -604,17 +621,37 @@ class Searcher:
             self._note_failure(name, outcome.failure)
 
     def _fan_out(
-        self, planned: Sequence[str], query: str, k: int, started: float
+        self,
+        planned: Sequence[str],
+        query: str,
+        k: int,
+        started: float,
+        cancel: threading.Event | None,
     ) -> list[SourceOutcome]:
-        """Call every planned source at once; whatever is not back by the deadline timed out."""
+        """Call every planned source at once; whatever is not back by the deadline timed out.
+
+        Once `cancel` is set the calls end within `CANCEL_POLL` (their sockets check it), and
+        their outcomes, `cancelled`, are waited for: they say which calls were sent.
+        """
         deadline = started + self.config.timeout
         pages = {name: _Pages() for name in planned}
         futures: dict[str, Future[SourceOutcome]] = {
-            name: self._workers().submit(self._timed, name, query, k, deadline, pages[name])
+            name: self._workers().submit(self._timed, name, query, k, deadline, pages[name], cancel)
             for name in planned
         }
         sent_at = self.deadline_clock.now()
-        self.deadline_clock.wait(futures.values(), until=deadline)
+        if cancel is None:
+            self.deadline_clock.wait(futures.values(), until=deadline)
+        else:
+            from siftlib.dial import CANCEL_POLL
+
+            clock = self.deadline_clock
+            while not cancel.is_set() and clock.now() < deadline:
+                if all(future.done() for future in futures.values()):
+                    break
+                clock.wait(futures.values(), until=min(deadline, clock.now() + CANCEL_POLL))
+            if cancel.is_set():
+                clock.wait(futures.values(), until=min(deadline, clock.now() + _CANCEL_GRACE))
         waited = (self.deadline_clock.now() - sent_at) * 1000
         outcomes = []
         for name, future in futures.items():
@@ -631,11 +668,21 @@ class Searcher:
         return outcomes
 
     def _timed(
-        self, name: str, query: str, k: int, deadline: float, pages: _Pages
+        self,
+        name: str,
+        query: str,
+        k: int,
+        deadline: float,
+        pages: _Pages,
+        cancel: threading.Event | None = None,
     ) -> SourceOutcome:
         """Run one source's part of a search on a worker thread, with its latency."""
+        from siftlib.dial import wall_clock
+
         started = self.deadline_clock.now()
-        outcome = self._pages(name, query, k, deadline, pages)
+        # The deadline is on `deadline_clock` (a test's may not be monotonic): only the cancel.
+        with wall_clock(None, cancel=cancel):
+            outcome = self._pages(name, query, k, deadline, pages)
         return outcome._replace(ms=(self.deadline_clock.now() - started) * 1000)
 
     def _pages(
@@ -689,10 +736,13 @@ class Searcher:
         """Send a source's request and map its answer; never raises."""
         import httpx
 
-        from siftlib.dial import LookupFailed, UpstreamRefused
+        from siftlib.dial import LookupFailed, UpstreamRefused, current_cancel
 
         adapter = self._sources[name]
         charged = 0  # a provider bills a 2xx answer, usable or not
+        cancel = current_cancel()
+        if cancel is not None and cancel.is_set():
+            return SourceOutcome(name, failure="cancelled", sent=False)
         try:
             upstream = self._upstream(name)
             remaining = max(0.001, deadline - self.deadline_clock.now())
@@ -708,6 +758,8 @@ class Searcher:
             finally:
                 response.close()
             answer = adapter.parse(body)
+        except Cancelled:  # mid-request: the provider may have charged, as for a timeout
+            return SourceOutcome(name, failure="cancelled", credits=charged)
         except UpstreamRefused:
             return SourceOutcome(name, failure="upstream refused", sent=False)
         except LookupFailed:

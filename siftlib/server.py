@@ -28,8 +28,12 @@ Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (
   cache-hit throughput); one deadline thread answers 503 for any search still running
   `deadline` seconds after its request started, and the late outcome is dropped. The search
   keeps its slot until the pipeline's own deadline ends it, so the bound stays honest;
-- fetches share the search slots; a fetch's deadline is its own (`min(request timeout,
-  fetch.timeout)`) plus `FETCH_MARGIN`, past which the watchdog answers 408 `deadline`;
+- fetches have slots of their own (`max_fetches`, 16), so no number of slow pages keeps a
+  search from a slot; a fetch's deadline is its own (`min(request timeout, fetch.timeout)`,
+  conversion included), and the watchdog answers 408 `deadline` `FETCH_MARGIN` past it;
+- a search or fetch is cancelled (`siftlib.hangup`) when its client hangs up, and when the
+  watchdog answered for it: its upstream requests close, reservations not yet spent go back,
+  nothing is cached, and its slot is free as soon as the work notices (within 50 ms);
 - never a 502 (the Firecrawl SDK retries only on 502, tripling upstream spend): statuses are
   400, 401, 404, 405, 408, 413, 415, 422, 431, 503, 505, and 500 (a fetch that failed,
   `fetch failed: <kind>`, or a fixed body for anything unexpected).
@@ -79,7 +83,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from siftlib import __version__, api, prometheus, wire
 from siftlib.api import ROUTES, Rejected
-from siftlib.errors import ConfigError, NoResultsError, QueryError
+from siftlib.errors import Cancelled, ConfigError, NoResultsError, QueryError
+from siftlib.hangup import HangUps
 from siftlib.metrics import visible_to
 from siftlib.watchdog import Watchdog
 
@@ -100,6 +105,10 @@ _LOGGABLE = frozenset((*ROUTES, *_METHODS, "other"))
 
 class AlreadyAnswered(Exception):
     """The deadline passed and the client already has its 503: drop the late outcome."""
+
+
+class HungUp(Exception):
+    """The client hung up while its request was worked on: nobody is left to answer."""
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -164,6 +173,7 @@ class GatewayServer(ThreadingHTTPServer):
         fetcher: Fetcher | None = None,
         max_connections_per_client: int = 64,
         first_byte_timeout: float = 2.0,
+        max_fetches: int = 16,
     ) -> None:
         if ":" in address[0]:
             self.address_family = socket.AF_INET6
@@ -184,6 +194,12 @@ class GatewayServer(ThreadingHTTPServer):
         self._slots: queue.SimpleQueue[None] = queue.SimpleQueue()
         for _ in range(max_searches):
             self._slots.put(None)
+        # Fetches have slots of their own: slow pages (or a host's per_host queue) never
+        # hold the slots searches need.
+        self._fetch_slots: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(max_fetches):
+            self._fetch_slots.put(None)
+        self.hangups = HangUps()
         self.watchdog = Watchdog()
         self._state = threading.Condition(threading.Lock())
         self._connections = 0
@@ -221,21 +237,35 @@ class GatewayServer(ThreadingHTTPServer):
         return found
 
     def run_search(
-        self, request: SearchRequest, *, started: float, on_expiry: Callable[[], None]
+        self,
+        request: SearchRequest,
+        *,
+        started: float,
+        on_expiry: Callable[[], None],
+        connection: socket.socket,
     ) -> SearchResponse:
         """Run one search on this thread; 503 when the gateway is full.
 
-        Past the deadline, the deadline thread calls `on_expiry` (which answers 503) while
-        the search runs on; its late outcome is then dropped with `AlreadyAnswered`.
+        Past the deadline, the deadline thread calls `on_expiry` (which answers 503) and
+        cancels the search; its late outcome is then dropped with `AlreadyAnswered`.
         """
         return self._bounded(
-            lambda: self.searcher.search(request), started + self.deadline, on_expiry
+            lambda cancel: self.searcher.search(request, cancel=cancel),
+            started + self.deadline,
+            on_expiry,
+            slots=self._slots,
+            connection=connection,
         )
 
     def run_fetch(
-        self, request: FetchRequest, *, started: float, on_expiry: Callable[[], None]
+        self,
+        request: FetchRequest,
+        *,
+        started: float,
+        on_expiry: Callable[[], None],
+        connection: socket.socket,
     ) -> FetchResult:
-        """Run one fetch on this thread, in a search slot, under its own deadline plus a margin."""
+        """Run one fetch on this thread, in a fetch slot (never a search's), by its deadline."""
         fetcher = self.fetcher
         if fetcher is None:
             raise Rejected(HTTPStatus.NOT_FOUND, "not found", "fetch is disabled in the config")
@@ -243,25 +273,53 @@ class GatewayServer(ThreadingHTTPServer):
         if request.timeout is not None:
             limit = min(limit, request.timeout)
         return self._bounded(
-            lambda: fetcher.fetch(request), started + limit + FETCH_MARGIN, on_expiry
+            lambda cancel: fetcher.fetch(request, cancel=cancel),
+            started + limit + FETCH_MARGIN,
+            on_expiry,
+            slots=self._fetch_slots,
+            connection=connection,
         )
 
-    def _bounded(self, work: Callable[[], _T], due: float, on_expiry: Callable[[], None]) -> _T:
-        """Run `work` in a slot; past `due` the watchdog answers for it (`on_expiry`)."""
+    def _bounded(
+        self,
+        work: Callable[[threading.Event], _T],
+        due: float,
+        on_expiry: Callable[[], None],
+        *,
+        slots: queue.SimpleQueue[None],
+        connection: socket.socket,
+    ) -> _T:
+        """Run `work` in one of `slots`, cancelled when its client hangs up or at `due`.
+
+        Past `due` the watchdog answers for it (`on_expiry`) and cancels it, so the slot is
+        free as soon as the work notices; a client that hung up gets no answer (`HungUp`).
+        """
         try:
-            self._slots.get(timeout=self.queue_wait)
+            slots.get(timeout=self.queue_wait)
         except queue.Empty:
             self.searcher.metrics.inc("http_shed", reason="busy")
             raise Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "server busy, retry") from None
-        watch = self.watchdog.watch(due, on_expiry)
+        cancel = threading.Event()
+
+        def expire() -> None:
+            on_expiry()
+            cancel.set()
+
+        watch = self.watchdog.watch(due, expire)
+        watched = self.hangups.watch(connection, cancel)
         try:
-            response = work()
+            response = work(cancel)
+        except Cancelled:
+            if watch.settle():
+                raise HungUp from None
+            raise AlreadyAnswered from None
         except BaseException:
             if watch.settle():
                 raise
             raise AlreadyAnswered from None
         finally:
-            self._slots.put(None)
+            self.hangups.forget(watched)
+            slots.put(None)
         if not watch.settle():
             raise AlreadyAnswered
         return response
@@ -309,6 +367,7 @@ class GatewayServer(ThreadingHTTPServer):
         """Close the listening socket and stop the deadline thread."""
         super().server_close()
         self.watchdog.close()
+        self.hangups.close()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """Start a handler thread, making room by evicting an idle connection, or shed it."""
@@ -608,7 +667,7 @@ class Handler(BaseHTTPRequestHandler):
             self._reject(exc)
         except wire.BadHead as exc:
             self._reject(Rejected(exc.status, exc.error, exc.details))
-        except AlreadyAnswered:
+        except (AlreadyAnswered, HungUp):
             self.close_connection = True
         except QueryError as exc:
             self._reject(Rejected(HTTPStatus.BAD_REQUEST, "invalid query", api.why(exc)))
@@ -636,7 +695,9 @@ class Handler(BaseHTTPRequestHandler):
                 request = asked.fetch
             else:
                 request = scrape.native_request(body, caller=caller)
-            result = self.server.run_fetch(request, started=started, on_expiry=self._answer_late)
+            result = self.server.run_fetch(
+                request, started=started, on_expiry=self._answer_late, connection=self.connection
+            )
         except (Blocked, FetchFailed, QueryError) as exc:
             status, payload = scrape.failure(exc, firecrawl=firecrawl)
             self._send_json(HTTPStatus(status), payload)
@@ -645,7 +706,9 @@ class Handler(BaseHTTPRequestHandler):
         self._send_json(HTTPStatus.OK, answer)
 
     def _search(self, request: SearchRequest, started: float) -> SearchResponse:
-        return self.server.run_search(request, started=started, on_expiry=self._answer_late)
+        return self.server.run_search(
+            request, started=started, on_expiry=self._answer_late, connection=self.connection
+        )
 
     def _check_local_origin(self, method: str) -> None:
         """In open mode, refuse what a web page could send: a foreign Host, a non-JSON POST."""

@@ -155,6 +155,18 @@ class Gateway:
         self.store.close()
 
 
+def warm_conversion_pool() -> None:
+    """Wait until a conversion worker has its imports: a first one costs ~1 s, more on a busy box.
+
+    A test's short fetch deadline then measures the fetch, not a worker starting.
+    """
+    from siftlib.fetch import conversion_pool
+
+    pool = conversion_pool()
+    pool.start()
+    pool.run(len, b"", deadline=time.monotonic() + 120)
+
+
 def write_config(
     directory: Path,
     *,
@@ -229,6 +241,7 @@ def gateway(
     served = searcher_factory(searcher) if searcher_factory else searcher
     options: dict[str, Any] = {"deadline": config.timeout + 2.0, "default_k": config.k}
     if fetch is not None:  # the fetch routes, with this [fetch] table (loopback pages: `allow`)
+        warm_conversion_pool()
         options["fetcher"] = Fetcher(
             fetch, metrics=searcher.metrics, restricted=config.permit_restricted
         )

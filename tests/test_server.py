@@ -315,7 +315,7 @@ def test_an_internal_error_is_a_plain_500_without_a_traceback(
         def __init__(self, real: Any) -> None:
             self.metrics = real.metrics
 
-        def search(self, request: object) -> object:
+        def search(self, request: object, **options: object) -> object:
             raise RuntimeError("upstream said: secret text at http://internal.example/x")
 
     with gateway(tmp_path, searxng=searxng.url, searcher_factory=Exploding) as running:

@@ -285,27 +285,25 @@ def test_serve_opens_a_fetcher_only_when_fetch_is_enabled(tmp_path: Path) -> Non
     fetcher.close()
 
 
-def test_a_gateway_exiting_early_waits_for_its_warm_up_import(tmp_path: Path) -> None:
-    # Exit-time logging.shutdown must never meet a handler that import is halfway through.
+def test_a_gateway_exiting_early_stops_its_starting_conversion_workers(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    marker = tmp_path / "imported"
     (tmp_path / "config.toml").write_text("[fetch]\n")
     script = f"""
-import sys, time
+import sys
 from siftlib.commands import serve
 from siftlib.config import load_config
+from siftlib.fetch import conversion_pool
 from siftlib.metrics import Metrics
 
-def slow_import():
-    time.sleep(0.5)
-    open({str(marker)!r}, "w").close()
-
-serve._import_converter = slow_import
 serve.open_fetcher(load_config({str(tmp_path / "config.toml")!r}), Metrics())
+print(" ".join(str(w.process.pid) for w in conversion_pool()._idle))
 sys.exit(0)
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=30)
     assert (done.returncode, done.stderr) == (0, b"")
-    assert marker.exists()
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert pids  # the workers were starting
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()

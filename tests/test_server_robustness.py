@@ -46,10 +46,10 @@ class Blocking:
         self.release = threading.Event()
         self.entered = threading.Semaphore(0)
 
-    def search(self, request: Any) -> Any:
+    def search(self, request: Any, **options: Any) -> Any:
         self.entered.release()
         self.release.wait(30)
-        return self.real.search(request)
+        return self.real.search(request, **options)
 
 
 def test_a_stalled_client_does_not_block_others_and_loses_its_thread(

@@ -262,25 +262,17 @@ def warn_if_no_source(config: Config) -> None:
 
 
 def open_fetcher(config: Config, metrics: Metrics) -> Fetcher | None:
-    """Return the gateway's fetcher (None when `[fetch] enabled = false`), warming up its imports.
+    """Return the gateway's fetcher (None when `[fetch] enabled = false`), its workers starting.
 
-    The first conversion imports lxml and trafilatura (~0.3 s): do it now, off the serve loop.
-    Not a daemon: the interpreter joins it before its exit-time `logging.shutdown`, which
-    would otherwise meet the `StreamHandler` that importing charset_normalizer is halfway
-    through building (listed, but no lock yet: an AttributeError on a gateway stopped early).
+    The conversion workers import lxml and trafilatura as they start (~1 s each): now, so
+    the first fetches find them ready.
     """
     if not config.fetch.enabled:
         return None
-    from siftlib.fetch import Fetcher
+    from siftlib.fetch import Fetcher, conversion_pool
 
-    threading.Thread(target=_import_converter, name="sift-warm").start()
+    conversion_pool().start()
     return Fetcher(config.fetch, metrics=metrics, restricted=config.permit_restricted)
-
-
-def _import_converter() -> None:
-    import trafilatura  # noqa: F401
-
-    import siftlib.convert  # noqa: F401
 
 
 def describe(config: Config, store: Store) -> str:

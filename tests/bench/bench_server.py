@@ -82,7 +82,7 @@ searcher = Searcher(config, secrets, allow_private_upstreams=True)
 answer = searcher.search(SearchRequest(query="sqlite wal mode", k=5))
 class Canned:
     metrics = searcher.metrics
-    def search(self, request):
+    def search(self, request, **options):
         return answer
 server = GatewayServer(("127.0.0.1", 0), Canned(), callers=secrets.callers())
 print("listening on 127.0.0.1:%d" % server.server_port, file=sys.stderr, flush=True)

@@ -158,7 +158,7 @@ def test_sdk_sees_one_500_for_an_internal_error(tmp_path: Path, searxng: FakeUps
         def __init__(self, real: Any) -> None:
             self.metrics = real.metrics
 
-        def search(self, request: object) -> object:
+        def search(self, request: object, **options: object) -> object:
             raise KeyError("boom")
 
     with gateway(tmp_path, searxng=searxng.url, searcher_factory=Exploding) as running:

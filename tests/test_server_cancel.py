@@ -1,0 +1,178 @@
+"""Cancellation and admission in the gateway: hang-ups, fetch slots, hostile pages beside search."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fetchkit import PageServer, hang, hostile_links, page
+from gatewaykit import FakeUpstream, call, gateway, searxng_body, wait_until
+
+from siftlib.config import FetchConfig
+from siftlib.errors import Cancelled
+from siftlib.pipeline import SearchRequest
+
+
+class SilentUpstream:
+    """A loopback upstream that reads each request, never answers, and notes each hang-up."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.hung_up = threading.Event()
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                data += chunk
+            self.requests += 1
+            conn.settimeout(60)
+            try:
+                while conn.recv(65536):
+                    pass
+            except OSError:
+                pass
+            self.hung_up.set()
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentUpstream]:
+    upstream = SilentUpstream()
+    yield upstream
+    upstream.close()
+
+
+def send_and_hang_up(port: int, path: str, body: dict[str, object], until: object) -> None:
+    """Send a request, wait until `until()` is true, then close the connection unanswered."""
+    data = json.dumps(body).encode()
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        wait_until(until, "the request reached its upstream")
+
+
+def test_a_client_that_hangs_up_cancels_its_search_and_its_upstream_request(
+    tmp_path: Path, silent: SilentUpstream
+) -> None:
+    # The search's own timeout is far off: only the hang-up can close the upstream request.
+    with gateway(tmp_path, tavily=silent.url, timeout="60s", tavily_cap=5, max_searches=1) as gw:
+        send_and_hang_up(gw.port, "/v1/search", {"query": "gone"}, lambda: silent.requests == 1)
+        wait_until(silent.hung_up.is_set, "the gateway closed the upstream request", limit=15)
+        # Its slot is free again (one slot in all), and nothing was cached for it.
+        wait_until(lambda: gw.server._slots.qsize() == 1, "the search slot freed")
+    assert silent.requests == 1
+
+
+def test_a_search_past_the_deadline_is_cancelled_not_left_running(
+    tmp_path: Path, silent: SilentUpstream
+) -> None:
+    with gateway(tmp_path, tavily=silent.url, timeout="60s", deadline=0.5) as gw:
+        reply = call(gw.url, "POST", "/v1/search", {"query": "late"})
+        assert (reply.status, reply.json["error"]) == (503, "search deadline exceeded")
+        wait_until(silent.hung_up.is_set, "the gateway closed the upstream request", limit=15)
+
+
+def test_a_cancelled_search_releases_what_it_did_not_send_and_caches_nothing(
+    tmp_path: Path,
+) -> None:
+    upstream = FakeUpstream(b'{"results": []}')
+    try:
+        with gateway(tmp_path, tavily=upstream.url, tavily_cap=5) as gw:
+            cancel = threading.Event()
+            cancel.set()
+            with pytest.raises(Cancelled):
+                gw.searcher.search(SearchRequest(query="never sent"), cancel=cancel)
+            from siftlib.pipeline import utc_day
+
+            assert gw.store.daily_credits(day=utc_day(gw.searcher.clock())) in ({}, {"tavily": 0})
+            assert upstream.calls == []
+    finally:
+        upstream.close()
+
+
+def test_slow_fetches_never_take_the_slots_searches_need(tmp_path: Path) -> None:
+    searxng = FakeUpstream(searxng_body(5))
+    fetches: list[int] = []
+    with PageServer({"/slow": hang(6)}) as site:
+        fetch = FetchConfig(allow=(site.allow,), timeout=4.0)
+        try:
+            with gateway(
+                tmp_path, searxng=searxng.url, fetch=fetch, max_searches=2, queue_wait=0.2
+            ) as gw:
+                # Six fetches of one host: four reach it (`per_host`), two wait for a turn.
+                threads = [
+                    threading.Thread(
+                        target=lambda: fetches.append(
+                            call(gw.url, "POST", "/v1/fetch", {"url": site.url + "/slow"}).status
+                        )
+                    )
+                    for _ in range(6)
+                ]
+                for thread in threads:
+                    thread.start()
+                wait_until(lambda: len(site.hits) == 4, "four fetches at the host")
+                search = call(gw.url, "POST", "/v1/search", {"query": "still answers"})
+                for thread in threads:
+                    thread.join(30)
+        finally:
+            searxng.close()
+    assert search.status == 200
+    assert sorted(fetches) == [408] * 6
+
+
+def test_a_search_answers_during_32_hostile_scrapes(tmp_path: Path) -> None:
+    """Pages that cost seconds each to convert, 32 at once: the search still gets its answer.
+
+    How fast it answers is measured by tests/bench/bench_fetch.py, not asserted here.
+    """
+    searxng = FakeUpstream(searxng_body(5))
+    scrapes: list[int] = []
+    with PageServer({"/links": page(hostile_links(100_000))}) as site:
+        fetch = FetchConfig(allow=(site.allow,), timeout=5.0, per_host=32)
+        try:
+            with gateway(tmp_path, searxng=searxng.url, fetch=fetch, max_fetches=32) as gw:
+                threads = [
+                    threading.Thread(
+                        target=lambda: scrapes.append(
+                            call(gw.url, "POST", "/v2/scrape", {"url": site.url + "/links"}).status
+                        )
+                    )
+                    for _ in range(32)
+                ]
+                for thread in threads:
+                    thread.start()
+                wait_until(lambda: len(site.hits) >= 16, "the scrapes under way")
+                searches = [
+                    call(gw.url, "POST", "/v2/search", {"query": f"during {n}"}) for n in range(3)
+                ]
+                for thread in threads:
+                    thread.join(60)
+        finally:
+            searxng.close()
+    assert [reply.status for reply in searches] == [200, 200, 200]
+    assert all(reply.json["success"] for reply in searches)
+    assert len(scrapes) == 32 and set(scrapes) <= {200, 408}
