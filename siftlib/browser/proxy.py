@@ -2,7 +2,7 @@
 
     with RenderProxy(guard, deadline=..., max_bytes=..., owner=browser_pid) as proxy:
         ...  # a browser context created with proxyServer=f"http://127.0.0.1:{proxy.port}"
-        proxy.refused_for("https://10.0.0.7/")   # the refusal of that URL's host, or None
+        proxy.refused_for(url, failed=True)   # the refusal of that navigation, or None
 
 One `RenderProxy` per render, on a loopback port of its own, so its byte cap, its deadline and
 its refusals belong to that render alone. It speaks the two forms a browser sends a proxy:
@@ -62,6 +62,7 @@ class Refusal:
     port: int
     rule: str
     sentence: str
+    url: str = ""  # the refused URL of a plain request; "" for a tunnel (host and port only)
 
 
 class RenderProxy:
@@ -115,17 +116,24 @@ class RenderProxy:
         self._sock.close()
         self._cut_all()
 
-    def refused_for(self, url: str) -> Refusal | None:
-        """Return the refusal of the host and port `url` aims at, if the proxy refused it."""
+    def refused_for(self, url: str, *, failed: bool) -> Refusal | None:
+        """Return the refusal of `url` if the proxy refused it.
+
+        A plain request is matched by its URL; a tunnel only by host and port, and only when
+        the request `failed` (a tunnel carries every URL of its host, the refused one too).
+        """
         try:
             parts = urlsplit(url)
             port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
         except ValueError:
             return None
         host = (parts.hostname or "").lower().rstrip(".")
+        exact = url.split("#", 1)[0]
         with self._lock:
             for refusal in reversed(self.refusals):
-                if refusal.port == port and refusal.host == host:
+                if refusal.url and refusal.url == exact:
+                    return refusal
+                if failed and not refusal.url and (refusal.host, refusal.port) == (host, port):
                     return refusal
         return None
 
@@ -198,7 +206,7 @@ class RenderProxy:
             return None
         host, port = parts
         shown = f"[{host}]" if ":" in host else host
-        upstream = self._dial_vetted(conn, f"http://{shown}:{port}/", host, port)
+        upstream = self._dial_vetted(conn, f"http://{shown}:{port}/", host, port, "")
         if upstream is not None:
             conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
         return upstream
@@ -210,13 +218,14 @@ class RenderProxy:
         except ValueError:
             conn.sendall(_answer(400, "bad request target"))
             return None
+        vetted = url
         if parts.scheme.lower() in ("ws", "wss"):  # vetted as the http URL it upgrades
-            url = "http" + url[2:] if parts.scheme.lower() == "ws" else "https" + url[3:]
+            vetted = "http" + url[2:] if parts.scheme.lower() == "ws" else "https" + url[3:]
         host = (parts.hostname or "").lower().rstrip(".")
-        return self._dial_vetted(conn, url, host, port)
+        return self._dial_vetted(conn, vetted, host, port, url)
 
     def _dial_vetted(
-        self, conn: socket.socket, url: str, host: str, port: int
+        self, conn: socket.socket, url: str, host: str, port: int, plain: str
     ) -> socket.socket | None:
         if self.over_cap or self.max_bytes <= 0:
             conn.sendall(_answer(403, "this proxy relays nothing more"))
@@ -224,11 +233,11 @@ class RenderProxy:
         try:
             hop = self.guard.vet(url, timeout=self._left())
         except Blocked as exc:
-            self._refuse(Refusal(host, port, exc.rule, str(exc)))
+            self._refuse(Refusal(host, port, exc.rule, str(exc), plain))
             conn.sendall(_answer(403, str(exc)))
             return None
         except QueryError as exc:
-            self._refuse(Refusal(host, port, "invalid", str(exc)))
+            self._refuse(Refusal(host, port, "invalid", str(exc), plain))
             conn.sendall(_answer(400, str(exc)))
             return None
         except FetchFailed as exc:

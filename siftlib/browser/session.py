@@ -187,7 +187,7 @@ def _render(
     if watch.crashed:
         raise FetchFailed("crash", "fetch failed: crash (the page crashed the renderer)")
     final = watch.document_url
-    refusal = proxy.refused_for(final)
+    refusal = proxy.refused_for(final, failed=bool(watch.failed))
     if refusal is not None:
         raise Blocked(refusal.rule, refusal.sentence)
     if watch.failed:
@@ -272,7 +272,7 @@ def _quiet(watch: _Watch) -> bool:
 
 
 def _navigation_failed(proxy: RenderProxy, url: str, error: str) -> None:
-    refusal = proxy.refused_for(url)
+    refusal = proxy.refused_for(url, failed=True)
     if refusal is not None:
         raise Blocked(refusal.rule, refusal.sentence)
     kind = "deadline" if "TIMED_OUT" in error else "connect"

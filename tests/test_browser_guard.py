@@ -1,0 +1,202 @@
+"""Nothing a rendered page does reaches what the fetch guard refuses (issue 41).
+
+Each page is served through a pinhole for exactly its own port; a sentinel listener on
+another loopback port must receive nothing, whatever the page's scripts, subresources,
+redirects or sockets aim at it. Addresses no test can listen on (cloud metadata, a private
+network) are proven refused by the proxy's own count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from browserkit import mapped, rendering
+from fetchkit import Listener, PageServer, page
+
+from siftlib.browser.proxy import RenderProxy
+from siftlib.errors import Blocked
+from siftlib.fetch import Fetcher, FetchRequest
+from siftlib.guard import Guard
+from siftlib.metrics import Metrics
+
+BODY = """<!doctype html><html><head><title>Escape</title>{head}</head><body>
+<div id="root"></div>{body}
+<script>
+document.getElementById('root').innerHTML = '<article><h1>Still here</h1><p>' +
+  'The page rendered although its escape failed. '.repeat(10) + '</p></article>';
+{script}
+</script></body></html>"""
+
+
+def escape(*, head: str = "", body: str = "", script: str = "") -> bytes:
+    return BODY.format(head=head, body=body, script=script).encode()
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[PageServer]:
+    with PageServer({}) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def metrics() -> Metrics:
+    return Metrics()
+
+
+@pytest.fixture(scope="module")
+def fetch(site: PageServer, metrics: Metrics) -> Iterator[Fetcher]:
+    with rendering(site.allow, metrics=metrics, timeout=12.0) as fetcher:
+        yield fetcher
+
+
+def refusals(metrics: Metrics) -> dict[str, float]:
+    counted = metrics.snapshot().get("browser_proxy_refusals", {})
+    assert isinstance(counted, dict)
+    return counted
+
+
+SUBRESOURCES = {
+    "a script's fetch to another loopback port": {
+        "script": "fetch('http://127.0.0.1:{port}/steal').catch(function () {{}});"
+    },
+    "a fetch to localhost": {
+        "script": "fetch('http://localhost:{port}/').catch(function () {{}});"
+    },
+    "a fetch to 0x7f000001": {
+        "script": "fetch('http://0x7f000001:{port}/').catch(function () {{}});"
+    },
+    "an https fetch (a CONNECT tunnel)": {
+        "script": "fetch('https://127.0.0.1:{port}/').catch(function () {{}});"
+    },
+    "an img": {"body": '<img src="http://127.0.0.1:{port}/pixel.png">'},
+    "an iframe": {"body": '<iframe src="http://127.0.0.1:{port}/frame"></iframe>'},
+    "a stylesheet link": {"head": '<link rel="stylesheet" href="http://127.0.0.1:{port}/s.css">'},
+    "a WebSocket": {"script": "try {{ new WebSocket('ws://127.0.0.1:{port}/'); }} catch (e) {{}}"},
+    "a secure WebSocket": {
+        "script": "try {{ new WebSocket('wss://127.0.0.1:{port}/'); }} catch (e) {{}}"
+    },
+    "an EventSource": {"script": "new EventSource('http://127.0.0.1:{port}/events');"},
+    "a beacon": {"script": "navigator.sendBeacon('http://127.0.0.1:{port}/b', 'x');"},
+    "a form post in an iframe": {
+        "body": '<iframe name="f"></iframe><form id="p" target="f" method="post" '
+        'action="http://127.0.0.1:{port}/post"><input name="a" value="b"></form>',
+        "script": "document.getElementById('p').submit();",
+    },
+}
+
+
+@pytest.mark.parametrize("attempt", list(SUBRESOURCES))
+def test_a_subresource_aimed_at_loopback_fails_alone(
+    fetch: Fetcher, site: PageServer, metrics: Metrics, attempt: str
+) -> None:
+    before = sum(refusals(metrics).values())
+    with Listener() as idle:
+        parts = {key: value.format(port=idle.port) for key, value in SUBRESOURCES[attempt].items()}
+        path = "/sub-" + str(abs(hash(attempt)))
+        site.routes[path] = page(escape(**parts))
+        result = fetch.fetch(FetchRequest(url=site.url + path, render=True, wait_for=0.5))
+    assert idle.connections == 0
+    assert idle.received == b""
+    assert result.render_ms is not None
+    assert "The page rendered although its escape failed." in result.content
+    assert sum(refusals(metrics).values()) > before
+
+
+@pytest.mark.parametrize(
+    ("target", "rule"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", "metadata"),
+        ("http://10.0.0.7/", "private"),
+        ("http://192.168.1.1:8080/", "private"),
+        ("http://[::1]/", "loopback"),
+        ("http://[fd00:ec2::254]/", "metadata"),
+    ],
+)
+def test_addresses_no_test_can_listen_on_are_refused_by_the_proxy(
+    fetch: Fetcher, site: PageServer, metrics: Metrics, target: str, rule: str
+) -> None:
+    before = refusals(metrics).get(f"rule={rule}", 0)
+    path = f"/addr-{abs(hash(target))}"
+    site.routes[path] = page(
+        escape(script=f"fetch('{target}').catch(function () {{}});", body=f'<img src="{target}">')
+    )
+    result = fetch.fetch(FetchRequest(url=site.url + path, render=True))
+    assert "The page rendered although its escape failed." in result.content
+    assert refusals(metrics).get(f"rule={rule}", 0) >= before + 1
+
+
+@pytest.mark.parametrize(
+    "navigation",
+    [
+        {"script": "window.location.href = 'http://127.0.0.1:{port}/next';"},
+        {"head": '<meta http-equiv="refresh" content="0;url=http://127.0.0.1:{port}/next">'},
+        {"script": "window.location.replace('http://localhost:{port}/next');"},
+        {"script": "setTimeout(function () {{ location = 'https://127.0.0.1:{port}/'; }}, 100);"},
+    ],
+    ids=["js-redirect", "meta-refresh", "replace-to-localhost", "late-https-redirect"],
+)
+def test_a_refused_top_level_navigation_is_a_blocked_fetch(
+    fetch: Fetcher, site: PageServer, navigation: dict[str, str]
+) -> None:
+    with Listener() as idle:
+        parts = {key: value.format(port=idle.port) for key, value in navigation.items()}
+        path = "/nav-" + str(abs(hash(str(navigation))))
+        site.routes[path] = page(escape(**parts))
+        with pytest.raises(Blocked) as caught:
+            fetch.fetch(FetchRequest(url=site.url + path, render=True))
+    assert str(caught.value).startswith("blocked: ")
+    assert idle.connections == 0
+
+
+def test_a_name_rebound_to_loopback_after_the_page_loaded_is_refused() -> None:
+    """The page's own host answers a public address, then loopback: its next request fails."""
+    public = "93.184.215.14"
+    secret = b"<p>secret</p>"
+    with PageServer({}) as origin:
+        served = lambda: origin.paths().count("/rebind")  # noqa: E731
+
+        def resolver(host: str, port: int) -> list[str]:
+            return [public] if served() < 2 else ["127.0.0.1"]  # static fetch, then the render
+
+        origin.routes["/secret"] = page(secret)
+        origin.routes["/rebind"] = page(
+            escape(script="fetch('/secret').then(function (r) { return r.text(); });")
+        )
+        metrics = Metrics()
+        with rendering(
+            metrics=metrics, resolver=resolver, connect=mapped(public, "127.0.0.1")
+        ) as fetch:
+            result = fetch.fetch(
+                FetchRequest(url=f"http://rebind.example:{origin.port}/rebind", render=True)
+            )
+    assert "The page rendered although its escape failed." in result.content
+    assert "/secret" not in origin.paths()
+    assert refusals(metrics).get("rule=loopback", 0) >= 1
+
+
+def test_only_the_browser_may_use_its_proxy(site: PageServer) -> None:
+    """A local process that finds the render's proxy port is closed on, unanswered."""
+    import socket
+    import subprocess
+    import time
+
+    guard = Guard([site.allow])
+    browser = subprocess.Popen(["sleep", "30"])  # stands for the browser: not this process
+    with (
+        RenderProxy(
+            guard, deadline=time.monotonic() + 5, max_bytes=1 << 20, owner=browser.pid
+        ) as proxy,
+    ):
+        site.routes["/proxied"] = page(b"<p>reached</p>")
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+            sock.sendall(f"GET {site.url}/proxied HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            try:
+                answer = sock.recv(100)
+            except ConnectionResetError:  # closed with the request unread
+                answer = b""
+            assert answer == b""
+    browser.kill()
+    browser.wait()
+    assert "/proxied" not in site.paths()
+    assert proxy.strangers == 1
