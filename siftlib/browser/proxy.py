@@ -91,6 +91,7 @@ class RenderProxy:
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._accepted = 0
+        self._active = time.monotonic()  # the last connection or byte, for `idle`
         self._closed = threading.Event()
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.bind(("127.0.0.1", 0))
@@ -115,6 +116,10 @@ class RenderProxy:
         self._thread.join(timeout=2)
         self._sock.close()
         self._cut_all()
+
+    def idle(self) -> float:
+        """Return the seconds since the browser last opened a connection or moved a byte."""
+        return time.monotonic() - self._active
 
     def refused_for(self, url: str, *, failed: bool) -> Refusal | None:
         """Return the refusal of `url` if the proxy refused it.
@@ -151,6 +156,7 @@ class RenderProxy:
                 self.strangers += 1
                 conn.close()
                 continue
+            self._active = time.monotonic()
             with self._lock:
                 self._accepted += 1
                 full = len(self._open) >= _MAX_OPEN or self._accepted > _MAX_CONNECTIONS
@@ -285,6 +291,7 @@ class RenderProxy:
                 pair[sock].sendall(data)
 
     def _count(self, size: int) -> bool:
+        self._active = time.monotonic()
         with self._lock:
             self.relayed += size
             if self.relayed <= self.max_bytes:

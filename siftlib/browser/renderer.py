@@ -248,7 +248,7 @@ class Renderer:
             on_refusal=self._refused,
         )
         budget = deadline - time.monotonic()
-        reserve = min(2.0, max(budget * 0.15, 0.3))
+        reserve = min(2.5, max(budget * 0.3, 0.5))
 
         def check_memory() -> None:
             if browser.rss() > MEMORY_BOUND:

@@ -9,7 +9,9 @@ reading the DOM and disposing of the context):
 2. the page's domains: service workers bypassed, media and font requests failed before they
    are sent (`Fetch.enable` with those resource types only), `window.open` disabled;
 3. `Page.navigate`, then wait for the load event, then `wait_for`, then for the network to be
-   quiet for `QUIET` seconds (at most `SETTLE` seconds after load);
+   quiet (no byte through the proxy) for `QUIET` seconds, at most `SETTLE` seconds after
+   load. The Network domain stays off: its events for every request of a page that sends
+   thousands made the renderer itself too slow to read;
 4. the main frame must have ended on the URL's own document: a navigation the proxy refused
    (the first URL, a redirect, a script or a meta refresh) is `Blocked` with the guard's
    sentence; an error page or a scheme other than http(s) is a `FetchFailed`;
@@ -39,6 +41,11 @@ SETTLE = 3.0  # longest wait for the network to settle after load (beyond `wait_
 _DISPOSE = 3.0  # seconds the browser gets to tear a context down
 _BLOCKED_TYPES = ("Media", "Font")
 _NO_POPUPS = "window.open = function () { return null; };"
+# The DOM as it is now, and the status of the document's own response (0 when unknown).
+_READ = (
+    "[document.documentElement.outerHTML,"
+    " (performance.getEntriesByType('navigation')[0] || {}).responseStatus || 0]"
+)
 
 
 class Hung(Exception):
@@ -65,11 +72,7 @@ class _Watch:
     loaded: bool = False
     crashed: bool = False
     document_url: str = ""
-    status: int = 0
-    failed: str = ""
-    request: str = ""  # the main frame's document request
-    inflight: set[str] = field(default_factory=set)
-    last_activity: float = 0.0
+    failed: bool = False  # the main frame shows an error page instead of `document_url`
 
 
 def render_once(
@@ -157,13 +160,12 @@ def _render(
     read_at = deadline - reserve
     for method, params in (
         ("Page.enable", None),
-        ("Network.enable", {"maxTotalBufferSize": 0, "maxResourceBufferSize": 0}),
         ("Network.setBypassServiceWorker", {"bypass": True}),
         ("Fetch.enable", {"patterns": [{"resourceType": kind} for kind in _BLOCKED_TYPES]}),
         ("Page.addScriptToEvaluateOnNewDocument", {"source": _NO_POPUPS}),
     ):
         page.call(method, params, timeout=_left(deadline))
-    watch = _Watch(last_activity=time.monotonic())
+    watch = _Watch()
     answer = page.call("Page.navigate", {"url": url}, timeout=_left(read_at))
     watch.frame = str(answer.get("frameId", ""))
     watch.document_url = url
@@ -182,26 +184,31 @@ def _render(
             end=min(read_at, loaded_at + wait_for),
             watch_memory=watch_memory,
         )
-        settle_end = min(read_at, time.monotonic() + SETTLE)
-        _pump(page, watch, until=lambda: _quiet(watch), end=settle_end, watch_memory=watch_memory)
+        settled = time.monotonic()
+
+        def quiet() -> bool:
+            return watch.loaded and min(proxy.idle(), time.monotonic() - settled) >= QUIET
+
+        _pump(
+            page, watch, until=quiet, end=min(read_at, settled + SETTLE), watch_memory=watch_memory
+        )
     if watch.crashed:
         raise FetchFailed("crash", "fetch failed: crash (the page crashed the renderer)")
     final = watch.document_url
-    refusal = proxy.refused_for(final, failed=bool(watch.failed))
+    refusal = proxy.refused_for(final, failed=watch.failed)
     if refusal is not None:
         raise Blocked(refusal.rule, refusal.sentence)
     if watch.failed:
-        _navigation_failed(proxy, final, watch.failed)
+        _navigation_failed(proxy, final, "the page could not be reached")
     if urlsplit(final).scheme.lower() not in ("http", "https"):
         raise Blocked("scheme", "blocked: the page navigated away from http and https")
     if proxy.over_cap:
         warnings.append(f"truncated: the render passed its byte cap ({proxy.max_bytes} bytes)")
-    html = page.call(
-        "Runtime.evaluate",
-        {"expression": "document.documentElement.outerHTML", "returnByValue": True},
-        timeout=_left(deadline),
+    read = page.call(
+        "Runtime.evaluate", {"expression": _READ, "returnByValue": True}, timeout=_left(deadline)
     )
-    value = html.get("result", {}).get("value")
+    value = read.get("result", {}).get("value")
+    html, status = value if isinstance(value, list) and len(value) == 2 else ("", 0)
     shot = None
     if screenshot:
         picture = page.call("Page.captureScreenshot", {"format": "png"}, timeout=_left(deadline))
@@ -209,8 +216,8 @@ def _render(
         base64.b64decode(shot.split(",", 1)[1], validate=True)  # a real PNG, or a failure
     return Rendered(
         final_url=final,
-        status=watch.status or 200,
-        html="<!DOCTYPE html>" + (value if isinstance(value, str) else ""),
+        status=status if isinstance(status, int) and status else 200,
+        html="<!DOCTYPE html>" + (html if isinstance(html, str) else ""),
         render_ms=round((time.monotonic() - started) * 1000),
         warnings=warnings,
         screenshot=shot,
@@ -238,37 +245,21 @@ def _pump(
 
 
 def _note(page: Session, watch: _Watch, method: str, params: dict[str, Any]) -> None:
-    now = time.monotonic()
     if method == "Page.loadEventFired":
         watch.loaded = True
     elif method in ("Inspector.targetCrashed", "sift.gone"):
         watch.crashed = True
-    elif method == "Network.requestWillBeSent":
-        watch.inflight.add(str(params.get("requestId")))
-        watch.last_activity = now
-        if params.get("type") == "Document" and params.get("frameId") == watch.frame:
-            watch.request = str(params.get("requestId"))
-            watch.document_url = str(params.get("request", {}).get("url", ""))
-            watch.failed = ""
-            watch.loaded = False
-    elif method in ("Network.loadingFinished", "Network.loadingFailed"):
-        watch.inflight.discard(str(params.get("requestId")))
-        watch.last_activity = now
-        if method == "Network.loadingFailed" and params.get("requestId") == watch.request:
-            watch.failed = str(params.get("errorText", "failed"))
-    elif method == "Network.responseReceived":
-        if params.get("type") == "Document" and params.get("frameId") == watch.frame:
-            watch.status = int(params.get("response", {}).get("status", 0))
-            watch.document_url = str(params.get("response", {}).get("url", watch.document_url))
+    elif method == "Page.frameRequestedNavigation" and params.get("frameId") == watch.frame:
+        watch.loaded = False  # a script or a refresh navigates: wait for that page's load
+    elif method == "Page.frameNavigated":
+        frame = params.get("frame", {})
+        if frame.get("id") == watch.frame:
+            unreachable = frame.get("unreachableUrl")
+            watch.document_url = str(unreachable or frame.get("url", ""))
+            watch.failed = bool(unreachable)
     elif method == "Fetch.requestPaused":  # a media or font request: failed before it is sent
-        page.send(
-            "Fetch.failRequest",
-            {"requestId": params["requestId"], "errorReason": "BlockedByClient"},
-        )
-
-
-def _quiet(watch: _Watch) -> bool:
-    return not watch.inflight and time.monotonic() - watch.last_activity >= QUIET
+        failure = {"requestId": params["requestId"], "errorReason": "BlockedByClient"}
+        page.send("Fetch.failRequest", failure)
 
 
 def _navigation_failed(proxy: RenderProxy, url: str, error: str) -> None:
