@@ -66,7 +66,8 @@ def site() -> Iterator[PageServer]:
     routes["/big.js"] = page(b"/*" + b"x" * 3_000_000 + b"*/", content_type="text/javascript")
     routes["/heavy"] = page(
         b'<html><body><div id="root"></div><script src="/big.js"></script><script>'
-        b"document.getElementById('root').innerHTML = '<p>" + b"Text beside a heavy script. " * 10
+        b"document.getElementById('root').innerHTML = '<p>"
+        + b"Text beside a heavy script. " * 10
         + b"</p>';</script></body></html>"
     )
     with PageServer(routes) as server:
@@ -103,9 +104,7 @@ def test_a_page_that_never_yields_costs_one_render(
     fine(fetch, site)
 
 
-def test_a_popup_storm_is_closed_and_the_page_still_reads(
-    fetch: Fetcher, site: PageServer
-) -> None:
+def test_a_popup_storm_is_closed_and_the_page_still_reads(fetch: Fetcher, site: PageServer) -> None:
     result = fetch.fetch(FetchRequest(url=site.url + "/popups", render=True))
     assert "The hostile page has some text of its own." in result.content
     assert result.render_ms is not None
