@@ -29,7 +29,7 @@ def need_chromium() -> None:
 
 def rendering(
     *allow: str,
-    timeout: float = 15.0,
+    timeout: float = 40.0,
     render: str = "auto",
     metrics: Metrics | None = None,
     resolver: Resolver | None = None,

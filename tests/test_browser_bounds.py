@@ -15,7 +15,7 @@ from fetchkit import PageServer, hang, page
 from siftlib.fetch import Fetcher, FetchRequest
 from siftlib.metrics import Metrics
 
-TIMEOUT = 10.0
+TIMEOUT = 10.0  # the hostile pages' deadline; the fine page after each gets the default
 FINE = b"""<!doctype html><html><head><title>Fine</title></head><body><div id="root"></div>
 <script>document.getElementById('root').innerHTML = '<article><h1>Fine</h1><p>' +
   'The next render reads normally. '.repeat(12) + '</p></article>';</script></body></html>"""
@@ -81,7 +81,7 @@ def metrics() -> Metrics:
 
 @pytest.fixture(scope="module")
 def fetch(site: PageServer, metrics: Metrics) -> Iterator[Fetcher]:
-    with rendering(site.allow, metrics=metrics, timeout=TIMEOUT, max_bytes=1024 * 1024) as fetcher:
+    with rendering(site.allow, metrics=metrics, max_bytes=1024 * 1024) as fetcher:
         yield fetcher
 
 
@@ -96,7 +96,7 @@ def test_a_page_that_never_yields_costs_one_render(
     fetch: Fetcher, site: PageServer, path: str
 ) -> None:
     started = time.monotonic()
-    result = fetch.fetch(FetchRequest(url=site.url + path, render=True))
+    result = fetch.fetch(FetchRequest(url=site.url + path, render=True, timeout=TIMEOUT))
     assert time.monotonic() - started < TIMEOUT + 1.5
     assert result.render_ms is None  # the static page, saying why it is not rendered
     assert any(warning.startswith("render failed: ") for warning in result.warnings)
@@ -105,7 +105,7 @@ def test_a_page_that_never_yields_costs_one_render(
 
 
 def test_a_popup_storm_is_closed_and_the_page_still_reads(fetch: Fetcher, site: PageServer) -> None:
-    result = fetch.fetch(FetchRequest(url=site.url + "/popups", render=True))
+    result = fetch.fetch(FetchRequest(url=site.url + "/popups", render=True, timeout=TIMEOUT))
     assert "The hostile page has some text of its own." in result.content
     assert result.render_ms is not None
     renderer = fetch.renderer
@@ -119,7 +119,7 @@ def test_a_page_that_never_finishes_loading_is_read_at_the_deadline(
     fetch: Fetcher, site: PageServer
 ) -> None:
     started = time.monotonic()
-    result = fetch.fetch(FetchRequest(url=site.url + "/never-loads", render=True))
+    result = fetch.fetch(FetchRequest(url=site.url + "/never-loads", render=True, timeout=TIMEOUT))
     assert time.monotonic() - started < TIMEOUT + 1.5
     assert "The hostile page has some text of its own." in result.content
     assert result.render_ms is not None
@@ -130,7 +130,7 @@ def test_a_page_that_never_finishes_loading_is_read_at_the_deadline(
 def test_thousands_of_requests_cost_one_render(fetch: Fetcher, site: PageServer) -> None:
     """The renderer may still be issuing them at the deadline: then the static page it is."""
     started = time.monotonic()
-    result = fetch.fetch(FetchRequest(url=site.url + "/requests", render=True))
+    result = fetch.fetch(FetchRequest(url=site.url + "/requests", render=True, timeout=TIMEOUT))
     assert time.monotonic() - started < TIMEOUT + 1.5
     if result.render_ms is None:
         assert any(warning.startswith("render failed: ") for warning in result.warnings)
@@ -141,7 +141,7 @@ def test_thousands_of_requests_cost_one_render(fetch: Fetcher, site: PageServer)
 
 
 def test_the_byte_cap_cuts_what_the_proxy_relays(fetch: Fetcher, site: PageServer) -> None:
-    result = fetch.fetch(FetchRequest(url=site.url + "/heavy", render=True))
+    result = fetch.fetch(FetchRequest(url=site.url + "/heavy", render=True, timeout=TIMEOUT))
     assert any("byte cap" in warning for warning in result.warnings)
     fine(fetch, site)
 

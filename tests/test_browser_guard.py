@@ -46,7 +46,7 @@ def metrics() -> Metrics:
 
 @pytest.fixture(scope="module")
 def fetch(site: PageServer, metrics: Metrics) -> Iterator[Fetcher]:
-    with rendering(site.allow, metrics=metrics, timeout=12.0) as fetcher:
+    with rendering(site.allow, metrics=metrics) as fetcher:
         yield fetcher
 
 
