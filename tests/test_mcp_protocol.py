@@ -376,6 +376,19 @@ def test_cancel_matches_the_id_exactly(peer: Peer, tools: Tools) -> None:
     assert tools.saw_cancel == {}
 
 
+def test_a_second_call_with_an_id_in_flight_is_refused(peer: Peer, tools: Tools) -> None:
+    peer.send({"id": 7, "method": "tools/call", "params": call("block", "a")})
+    assert tools.begun("a").wait(10)
+    peer.send({"id": 7, "method": "tools/call", "params": call("echo", "b")})
+    refused = peer.read()
+    assert refused["id"] == 7 and refused["error"]["code"] == -32600
+    assert "in flight" in refused["error"]["message"]
+    tools.gate("a").set()
+    assert peer.read()["result"]["content"][0]["text"] == "a"
+    # Once answered, the id may be used again.
+    assert peer.request("tools/call", id=7, params=call("echo", "c"))["result"]["isError"] is False
+
+
 def test_a_queued_call_cancelled_never_starts(tools: Tools) -> None:
     peer = Peer(tools, workers=1)
     peer.send({"id": 1, "method": "tools/call", "params": call("block", "first")})

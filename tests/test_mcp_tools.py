@@ -237,6 +237,31 @@ def test_web_fetch_reads_a_page_as_markdown(tmp_path: Path, page: str) -> None:
     assert "truncated" in short.text.splitlines()[0]
 
 
+def test_a_cancelled_web_search_calls_no_source(box: Toolbox, searxng: FakeUpstream) -> None:
+    tool = {tool.name: tool for tool in box.tools()}["web_search"]
+    cancelled = threading.Event()
+    cancelled.set()
+    result = tool.run(tool.check({"query": "sqlite wal"}), cancelled)
+    assert result.is_error is True
+    assert searxng.calls == []
+
+
+def test_a_cancelled_web_fetch_stops_reading_the_page(tmp_path: Path) -> None:
+    from fetchkit import PageServer, drip
+
+    with PageServer({"/drip": drip(0.05)}) as site:
+        toolbox = open_toolbox(tmp_path, config=fetch_config(tmp_path, site.url + "/drip"))
+        tool = {tool.name: tool for tool in toolbox.tools()}["web_fetch"]
+        cancel = threading.Event()
+        threading.Timer(0.3, cancel.set).start()
+        try:
+            result = tool.run(tool.check({"url": site.url + "/drip"}), cancel)
+        finally:
+            toolbox.close()
+    assert result.is_error is True
+    assert result.text == "Cancelled."
+
+
 def test_web_fetch_refusals_are_tool_errors(tmp_path: Path, page: str) -> None:
     listener = FakeUpstream()
     toolbox = open_toolbox(tmp_path, config=fetch_config(tmp_path, page))

@@ -25,6 +25,8 @@ Decisions where the specs leave room:
 - `notifications/cancelled` drops a queued call before it starts, sets a running call's
   cancel event (a tool stops its work where its library can) and drops its answer: a
   cancelled call is never answered. Unknown or finished IDs are ignored.
+- A `tools/call` whose id is that of a call still in flight is -32600, and the first call
+  runs on: ids name calls for cancellation, so two live calls must never share one.
 - A line that is not JSON (or not UTF-8) is -32700; JSON that is not a request, a
   notification or a response (a batch array included: MCP has no batches) is -32600. A line
   over `MAX_LINE_BYTES` is -32700 without being parsed. The server goes on after each.
@@ -298,6 +300,10 @@ class Server:
         call = _Call()
         key = _hashable(request_id)
         with self._calls_lock:
+            if key in self._calls:
+                raise ProtocolError(
+                    INVALID_REQUEST, f"Invalid Request: a call with id {request_id!r} is in flight"
+                )
             self._calls[key] = call
             call.future = pool.submit(self._run, tool, arguments, request_id, call, modern)
 

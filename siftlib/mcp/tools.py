@@ -28,9 +28,11 @@ Decisions where mcp.md is silent:
 - `web_fetch.max_chars` defaults to 20000 (mcp.md) and is capped by `fetch.max_chars`;
   `format: links` gives the page's links, one a line, as the content. The text block is a
   head line (title, final URL, status, truncated) and then the content itself.
-- Cancelling a call drops its answer. A `skill_search` also stops its work (the provider call
-  is aborted, or never made); the search and fetch libraries take no cancel signal, so their
-  requests already sent end at their own deadline (the source timeout, `fetch.timeout`).
+- Cancelling a call drops its answer and stops its work: a `skill_search`'s provider call is
+  aborted (or never made); in-process, `web_search` closes its upstream requests and gives
+  back the reservations of calls not sent, and `web_fetch` stops reading or converting the
+  page (its conversion worker is killed). Through a gateway, the request ends at its own
+  deadline.
 """
 
 from __future__ import annotations
@@ -266,7 +268,8 @@ class Toolbox:
             else:
                 from siftlib.pipeline import SearchRequest
 
-                response = self._open_searcher().search(SearchRequest(query=query, k=limit))
+                request = SearchRequest(query=query, k=limit)
+                response = self._open_searcher().search(request, cancel=cancel)
                 envelope = response.to_native()
         except SiftError as exc:
             return _failure(exc)
@@ -303,7 +306,8 @@ class Toolbox:
             else:
                 from siftlib.fetch import FetchRequest
 
-                envelope = self._open_fetcher().fetch(FetchRequest(**asked)).to_native()
+                fetched = self._open_fetcher().fetch(FetchRequest(**asked), cancel=cancel)
+                envelope = fetched.to_native()
         except SiftError as exc:
             return _failure(exc)
         structured = {
