@@ -423,11 +423,20 @@ def _fetch_config(table: _Table) -> FetchConfig:
         from siftlib.pinholes import parse_pinhole  # data only: no HTTP stack, no guard
     for entry in allow:
         try:
-            parse_pinhole(entry if isinstance(entry, str) else "")
+            hole = parse_pinhole(entry if isinstance(entry, str) else "")
         except ValueError:
             raise table.error(
                 "allow", f'entries must be "host:port" strings, not {entry!r}'
             ) from None
+        if hole.ip is not None and not hole.ip.is_loopback:
+            from siftlib.dial import address_kind  # only for such an entry: it loads httpx
+
+            if address_kind(hole.ip) == "metadata":
+                raise table.error(
+                    "allow",
+                    f"{entry!r} is a cloud metadata address, which no pinhole opens "
+                    "(it hands out the machine's credentials)",
+                )
     base = FetchConfig()
     return FetchConfig(
         enabled=table.get("enabled", bool, True),

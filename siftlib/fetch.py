@@ -350,7 +350,6 @@ class Fetcher:
             transport.close()
         if self.renderer is not None:
             self.renderer.close()
-        self.guard.close()
 
     def fetch(self, request: FetchRequest, *, cancel: threading.Event | None = None) -> FetchResult:
         """Fetch a page and convert it as asked, all within one deadline.
@@ -401,7 +400,7 @@ class Fetcher:
         pool = self._pool or conversion_pool()
         pool.start(1)  # its imports run while the page is read
         deadline = started + self._timeout(request.timeout)
-        page = self.read(request.url, deadline=deadline, cancel=cancel)
+        page = self.read(request.url, deadline=deadline, cancel=cancel, caller=request.caller)
         if page.media_type in HTML_TYPES or "cf-mitigated" in page.headers:
             what = challenge_of(
                 status=page.status, headers=page.headers, body=page.body, url=page.final_url
@@ -486,6 +485,7 @@ class Fetcher:
         timeout: float | None = None,
         deadline: float | None = None,
         cancel: threading.Event | None = None,
+        caller: str = "local",
     ) -> Page:
         """Fetch a page's body through the guard, following redirects; no conversion.
 
@@ -499,7 +499,7 @@ class Fetcher:
         with wall_clock(deadline, cancel=cancel):
             for hops in range(self.settings.max_redirects + 1):
                 hop = self.guard.vet(
-                    current, timeout=deadline - time.monotonic(), previous=previous
+                    current, timeout=deadline - time.monotonic(), previous=previous, caller=caller
                 )
                 outcome = self._exchange(hop, deadline, started)
                 if isinstance(outcome, Page):

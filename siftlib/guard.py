@@ -9,14 +9,21 @@ Every hop of every fetch goes through `vet` before a byte is sent to it, in this
    one of the WHATWG Fetch "bad ports" (SMTP, IRC, … — a browser refuses them too; spec
    silent), and on a redirect no `https` → `http` downgrade;
 2. an `allow` pinhole (exact `host:port`, the host as written or as the same IP literal)
-   skips 3–4 for that host and port only; its name is still resolved and pinned;
+   skips 3–4 for that host and port only; its name is still resolved and pinned, and a
+   cloud metadata address is refused through a pinhole too (as the dialer does for every
+   source);
 3. names: `localhost`, `*.localhost`, `*.local`, `*.internal`, `*.home.arpa` and single-label
    names are refused before any lookup. A numeric host in one of the forms `inet_aton`
    accepts (`127.1`, `0x7f000001`, `2130706433`, `0177.0.0.1`) is that IPv4 address, as a
    browser's URL parser reads it: the URL is rewritten to the dotted quad and checked as one;
 4. addresses: `getaddrinfo`, and **every** answer must be public by `siftlib.dial`'s one
-   table (`address_kind`), else the hop is refused naming the address and its kind.
-The lookup runs on a small thread pool so it too ends by the fetch's deadline.
+   table (`address_kind`), else the hop is refused. An IP literal is refused naming its
+   kind; a name only as `not a public address`, never what it resolves to (that would map
+   an internal DNS for any caller), naming the `[fetch] allow` pinhole to add when it is
+   this machine (loopback).
+Each lookup runs on a thread of its own so it too ends by the fetch's deadline; one caller
+has at most `LOOKUPS_PER_CALLER` in flight (a name whose DNS never answers holds its
+thread until the resolver gives up, ~20 s), so unanswered lookups hold only their caller.
 
 A refusal is a `Blocked(rule, sentence)`: `rule` is a short label for `/metrics`
 (`scheme`, `userinfo`, `host`, `url-length`, `port`, `downgrade`, `name`, or the address
@@ -30,8 +37,10 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import threading
+import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
@@ -45,6 +54,7 @@ from siftlib.pinholes import Pinhole, ip_literal, parse_pinhole
 __all__ = ["Guard", "Hop", "Pinhole", "parse_pinhole"]
 
 MAX_URL_BYTES = 8 * 1024
+LOOKUPS_PER_CALLER = 4
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".home.arpa")
 # A host `inet_aton` reads as an IPv4 address: one to four parts, decimal, octal or hex.
@@ -75,14 +85,17 @@ class Guard:
     def __init__(self, allow: Iterable[str] = (), *, resolver: Resolver | None = None) -> None:
         self.pinholes = tuple(parse_pinhole(entry) for entry in allow)
         self._resolver = resolver or resolve
-        self._lookups: ThreadPoolExecutor | None = None
+        self._in_flight: dict[str, int] = {}  # lookups running, by caller
+        self._lookups = threading.Condition()
 
-    def close(self) -> None:
-        """Stop the lookup threads."""
-        if self._lookups is not None:
-            self._lookups.shutdown(wait=False, cancel_futures=True)
-
-    def vet(self, url: str, *, timeout: float, previous: httpx.URL | None = None) -> Hop:
+    def vet(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        previous: httpx.URL | None = None,
+        caller: str = "local",
+    ) -> Hop:
         """Check one hop and resolve it; return what may be dialled, or raise `Blocked`."""
         parts = _split(url)
         scheme = parts.scheme.lower()
@@ -102,23 +115,38 @@ class Guard:
             host = target.raw_host.decode("ascii").lower().rstrip(".")
         pinhole = any(p.matches(host, port) for p in self.pinholes)
         if literal is not None:
-            if not pinhole:
-                _check_address(literal, f"blocked: {host} is")
+            if pinhole:
+                _check_metadata(literal, host)
+            else:
+                _check_address(literal, host, port)
             return Hop(target, (str(literal),), host, pinhole)
         if not pinhole:
             _check_name(host)
-        addresses = self._resolve(host, port, timeout)
-        if not pinhole:
-            for ip in addresses:
-                _check_address(ip_literal(ip), f"blocked: {host} resolves to {ip},")
+        addresses = self._resolve(host, port, timeout, caller)
+        for ip in addresses:
+            address = ip_literal(ip)
+            if pinhole:
+                _check_metadata(address, host)
+            else:
+                _check_address(address, host, port, name=True)
         return Hop(target, tuple(addresses), host, pinhole)
 
-    def _resolve(self, host: str, port: int, timeout: float) -> list[str]:
-        if self._lookups is None:
-            self._lookups = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sift-dns")
-        future = self._lookups.submit(self._resolver, host, port)
+    def _resolve(self, host: str, port: int, timeout: float, caller: str) -> list[str]:
+        """Look a name up on a thread of its own, at most `LOOKUPS_PER_CALLER` per caller."""
+        deadline = time.monotonic() + max(timeout, 0.0)
+        with self._lookups:
+            while self._in_flight.get(caller, 0) >= LOOKUPS_PER_CALLER:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise FetchFailed("deadline", "fetch failed: deadline (name lookup)")
+                self._lookups.wait(left)
+            self._in_flight[caller] = self._in_flight.get(caller, 0) + 1
+        answer: Future[list[str]] = Future()
+        threading.Thread(
+            target=self._lookup, args=(host, port, caller, answer), name="sift-dns", daemon=True
+        ).start()
         try:
-            addresses = future.result(timeout=max(timeout, 0.0))
+            addresses = answer.result(timeout=max(deadline - time.monotonic(), 0.0))
         except FutureTimeout:
             raise FetchFailed("deadline", "fetch failed: deadline (name lookup)") from None
         except (OSError, UnicodeError):
@@ -126,6 +154,18 @@ class Guard:
         if not addresses:
             raise FetchFailed("dns", f"fetch failed: dns ({host} does not resolve)")
         return addresses
+
+    def _lookup(self, host: str, port: int, caller: str, answer: Future[list[str]]) -> None:
+        try:
+            answer.set_result(self._resolver(host, port))
+        except BaseException as exc:
+            answer.set_exception(exc)
+        finally:
+            with self._lookups:
+                left = self._in_flight.pop(caller) - 1
+                if left:
+                    self._in_flight[caller] = left
+                self._lookups.notify_all()
 
 
 def _split(url: str) -> SplitResult:
@@ -181,7 +221,27 @@ def _check_name(host: str) -> None:
         raise Blocked("name", f"blocked: {host} is a single-label name")
 
 
-def _check_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None, lead: str) -> None:
+def _check_address(
+    ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None,
+    host: str,
+    port: int,
+    *,
+    name: bool = False,
+) -> None:
+    """Refuse an address that is not public: a name's without saying what it resolved to."""
     kind = "reserved" if ip is None else address_kind(ip)
-    if kind is not None:
-        raise Blocked(kind, f"{lead} {describe_kind(kind)}")
+    if kind is None:
+        return
+    if not name:
+        raise Blocked(kind, f"blocked: {host} is {describe_kind(kind)}")
+    hint = ""
+    if kind == "loopback":
+        shown = f"[{host}]" if ":" in host else host
+        hint = f' (to read it on this machine, add "{shown}:{port}" to [fetch] allow)'
+    raise Blocked(kind, f"blocked: {host} is not a public address{hint}")
+
+
+def _check_metadata(ip: ipaddress.IPv4Address | ipaddress.IPv6Address | None, host: str) -> None:
+    """Refuse a cloud metadata address even through a pinhole, as the dialer does everywhere."""
+    if ip is not None and address_kind(ip) == "metadata":
+        raise Blocked("metadata", f"blocked: {host} is a cloud metadata address")

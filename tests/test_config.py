@@ -364,3 +364,17 @@ def test_the_default_paths_are_where_platformdirs_puts_them(
     assert default_db() == Path(platformdirs.user_state_dir("sift")) / "cache.db"
     assert default_secret_env() == Path(platformdirs.user_config_dir("sift")) / "secret.env"
     assert str(tmp_path) in str(default_db())
+
+
+@pytest.mark.parametrize(
+    "entry", ["169.254.169.254:80", "[fd00:ec2::254]:80", "[::ffff:169.254.169.254]:80"]
+)
+def test_a_pinhole_on_a_cloud_metadata_address_is_refused(tmp_path: Path, entry: str) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(f'[fetch]\nallow = ["{entry}"]\n')
+    with pytest.raises(ConfigError) as error:
+        load_config(str(path))
+    assert str(error.value) == (
+        f"{path}: fetch.allow {entry!r} is a cloud metadata address, which no pinhole opens "
+        "(it hands out the machine's credentials)"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import threading
 from collections.abc import Callable
 
 import pytest
@@ -136,8 +137,61 @@ def test_local_and_single_label_names_are_refused_before_any_lookup(name: str) -
 def test_a_name_with_any_non_public_address_is_refused(answer: list[str]) -> None:
     with Listener() as idle, fetcher(resolver=lambda host, port: answer) as fetch:
         error = refused(fetch, f"http://rebind.example:{idle.port}/")
-    assert "rebind.example resolves to" in str(error)
+    assert str(error).startswith("blocked: rebind.example is not a public address")
+    assert not any(address in str(error) for address in answer)  # never what it resolves to
     assert idle.connections == 0
+
+
+def test_a_private_name_is_refused_without_its_address() -> None:
+    with fetcher(resolver=lambda host, port: ["10.20.30.40"]) as fetch:
+        error = refused(fetch, "http://db.corp.example.com/")
+    assert str(error) == "blocked: db.corp.example.com is not a public address"
+    assert error.rule == "private"
+
+
+def test_a_loopback_name_is_refused_naming_the_pinhole_to_add() -> None:
+    with fetcher(resolver=lambda host, port: ["127.0.0.1"]) as fetch:
+        error = refused(fetch, "http://dev.example:8080/")
+    assert str(error) == (
+        "blocked: dev.example is not a public address "
+        '(to read it on this machine, add "dev.example:8080" to [fetch] allow)'
+    )
+
+
+def test_a_pinholed_name_resolving_to_cloud_metadata_is_refused() -> None:
+    guard = Guard(["meta.example:80"], resolver=lambda host, port: ["169.254.169.254"])
+    with pytest.raises(Blocked) as caught:
+        guard.vet("http://meta.example/latest/meta-data/", timeout=2)
+    assert caught.value.rule == "metadata"
+    assert str(caught.value) == "blocked: meta.example is a cloud metadata address"
+
+
+def test_a_pinhole_on_the_metadata_address_opens_nothing() -> None:
+    guard = Guard(["169.254.169.254:80"])
+    with pytest.raises(Blocked) as caught:
+        guard.vet("http://169.254.169.254/latest/meta-data/", timeout=2)
+    assert caught.value.rule == "metadata"
+
+
+def test_lookups_that_never_answer_hold_only_their_callers_turns() -> None:
+    """A caller's hung lookups (DNS servers that never answer) do not delay another caller."""
+    release = threading.Event()
+
+    def resolver(host: str, port: int) -> list[str]:
+        if host.startswith("hang"):
+            release.wait(60)
+        return ["93.184.215.14"]
+
+    guard = Guard(resolver=resolver)
+    try:
+        for n in range(8):
+            with pytest.raises(FetchFailed) as caught:
+                guard.vet(f"http://hang{n}.example/", timeout=0.2, caller="noisy")
+            assert str(caught.value) == "fetch failed: deadline (name lookup)"
+        hop = guard.vet("http://quick.example/", timeout=10, caller="other")
+        assert hop.addresses == ("93.184.215.14",)
+    finally:
+        release.set()
 
 
 def test_a_name_that_does_not_resolve_is_a_dns_failure() -> None:
@@ -220,7 +274,6 @@ def test_a_pinholed_name_is_resolved_and_pinned_without_the_public_check() -> No
     with PageServer({"/": page(ARTICLE)}) as site:
         guard = Guard([f"dev.example:{site.port}"], resolver=lambda host, port: ["127.0.0.1"])
         hop = guard.vet(f"http://dev.example:{site.port}/", timeout=2)
-        guard.close()
     assert hop.addresses == ("127.0.0.1",)
     assert hop.pinhole
 
@@ -273,7 +326,6 @@ def test_an_https_to_http_downgrade_is_refused() -> None:
     previous = guard.vet("https://93.184.215.14/", timeout=1)
     with pytest.raises(Blocked) as caught:
         guard.vet("http://93.184.215.14/", timeout=1, previous=previous.url)
-    guard.close()
     assert caught.value.rule == "downgrade"
 
 
