@@ -3,15 +3,25 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 CONTRACT_STAMP := $(VENV)/.installed-contract
 # The official MCP SDK, one venv per line (2.x and Hermes 0.19.0's 1.26.0 cannot share one).
 MCP_SDK_2 := mcp==2.3.0
 MCP_SDK_1 := mcp==1.26.0
 MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
 
-.PHONY: install test lint bench clean serve contract demo dist redis-server wrk chromium vectors searxng
+.PHONY: install runtime test lint bench clean serve contract demo dist redis-server wrk chromium vectors searxng
 
 install: $(STAMP)
+
+# sift and its runtime dependencies only: what `make serve` and the command line need. The dev
+# and test tools (pytest, ruff, mypy) and the Redis extra come with `make install`/`make test`.
+runtime: $(RUNTIME_STAMP)
+
+$(RUNTIME_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -e .
+	touch $@
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,11 +38,12 @@ $(CONTRACT_STAMP): pyproject.toml $(STAMP)
 	.venv-mcp$*/bin/python -m pip install -q -e . '$(MCP_SDK_$*)' 'pytest>=8' 'pytest-httpserver>=1.0'
 	touch $@
 
-# Wheels of sift's runtime dependencies, so tests/test_install.py installs offline.
+# Wheels of sift's runtime dependencies and its build backend, so tests/test_install.py installs
+# offline (`make runtime` included, whose build runs in pip's isolated environment).
 WHEELHOUSE := $(VENV)/wheelhouse
 
 $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
-	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) .
+	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) . 'setuptools>=77'
 	touch $@
 
 # Three pytest-xdist workers on two cores: much of the suite waits on child processes, sockets and
@@ -61,7 +72,7 @@ bench: install redis-server wrk
 	@for f in tests/bench/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 
 # The gateway on 127.0.0.1:8787 with the embedded SQLite store; config from $$SIFT_CONFIG or the user config dir.
-serve: install
+serve: runtime
 	$(BIN)/sift serve
 
 # Real-client contracts: the Firecrawl SDK and the Hermes agent against /v2/search, the
