@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 CONTRACT_STAMP := $(VENV)/.installed-contract
-# The official MCP SDK, one venv per line (2.x and Hermes 0.19.0's 1.26.0 cannot share one).
+# The official MCP SDK, one venv per line (2.x and Hermes 0.19.0's 1.26.0 cannot share one);
+# PyYAML reads the Hermes entry `sift mcp --print-config hermes` prints.
 MCP_SDK_2 := mcp==2.3.0
 MCP_SDK_1 := mcp==1.26.0
 MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
@@ -35,7 +36,8 @@ $(CONTRACT_STAMP): pyproject.toml $(STAMP)
 
 .venv-mcp%/.installed: pyproject.toml
 	test -x .venv-mcp$*/bin/python || $(PYTHON) -m venv .venv-mcp$*
-	.venv-mcp$*/bin/python -m pip install -q -e . '$(MCP_SDK_$*)' 'pytest>=8' 'pytest-httpserver>=1.0'
+	.venv-mcp$*/bin/python -m pip install -q -e . '$(MCP_SDK_$*)' 'pytest>=8' 'pytest-httpserver>=1.0' \
+		'pyyaml>=6'
 	touch $@
 
 # Wheels of sift's runtime dependencies and its build backend, so tests/test_install.py installs

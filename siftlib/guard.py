@@ -19,8 +19,8 @@ Every hop of every fetch goes through `vet` before a byte is sent to it, in this
 4. addresses: `getaddrinfo`, and **every** answer must be public by `siftlib.dial`'s one
    table (`address_kind`), else the hop is refused. An IP literal is refused naming its
    kind; a name only as `not a public address`, never what it resolves to (that would map
-   an internal DNS for any caller), naming the `[fetch] allow` pinhole to add when it is
-   this machine (loopback).
+   an internal DNS for any caller); either names the `[fetch] allow` pinhole to add when it
+   is this machine (loopback).
 Each lookup runs on a thread of its own so it too ends by the fetch's deadline; one caller
 has at most `LOOKUPS_PER_CALLER` in flight (a name whose DNS never answers holds its
 thread until the resolver gives up, ~20 s), so unanswered lookups hold only their caller.
@@ -28,7 +28,8 @@ thread until the resolver gives up, ~20 s), so unanswered lookups hold only thei
 A refusal is a `Blocked(rule, sentence)`: `rule` is a short label for `/metrics`
 (`scheme`, `userinfo`, `host`, `url-length`, `port`, `downgrade`, `name`, or the address
 kind such as `loopback`), the sentence names what was refused and why
-(`blocked: 127.0.0.1 is a loopback address`). A name that does not resolve is a
+(`blocked: 127.0.0.1 is a loopback address`), a loopback one with the pinhole that opens
+it. A name that does not resolve is a
 `FetchFailed("dns")`, an unparsable URL a `QueryError` (`invalid url: …`).
 """
 
@@ -232,12 +233,12 @@ def _check_address(
     kind = "reserved" if ip is None else address_kind(ip)
     if kind is None:
         return
-    if not name:
-        raise Blocked(kind, f"blocked: {host} is {describe_kind(kind)}")
     hint = ""
     if kind == "loopback":
         shown = f"[{host}]" if ":" in host else host
         hint = f' (to read it on this machine, add "{shown}:{port}" to [fetch] allow)'
+    if not name:
+        raise Blocked(kind, f"blocked: {host} is {describe_kind(kind)}{hint}")
     raise Blocked(kind, f"blocked: {host} is not a public address{hint}")
 
 

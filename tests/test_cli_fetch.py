@@ -94,7 +94,10 @@ def test_exit_4_when_the_guard_refuses(tmp_path: Path, capsys: pytest.CaptureFix
     with Listener() as idle:
         code = main(["fetch", f"http://127.0.0.1:{idle.port}/", "--config", config(tmp_path)])
     assert code == 4
-    assert capsys.readouterr().err == "sift fetch: blocked: 127.0.0.1 is a loopback address\n"
+    assert capsys.readouterr().err == (
+        "sift fetch: blocked: 127.0.0.1 is a loopback address "
+        f'(to read it on this machine, add "127.0.0.1:{idle.port}" to [fetch] allow)\n'
+    )
     assert idle.connections == 0
 
 
@@ -181,7 +184,11 @@ def test_client_mode_reads_through_the_gateway(
         monkeypatch.setenv("SIFT_TOKEN", "wrong")
         refused = main(["fetch", site.url + "/a", "--server", gw.url])
         refused_err = capsys.readouterr().err
-    assert (blocked, blocked_err) == (4, "sift fetch: blocked: 127.0.0.1 is a loopback address\n")
+    assert (blocked, blocked_err) == (
+        4,
+        "sift fetch: blocked: 127.0.0.1 is a loopback address "
+        f'(to read it on this machine, add "127.0.0.1:{idle.port}" to [fetch] allow)\n',
+    )
     assert (unsupported, unsupported_err) == (
         4,
         "sift fetch: unsupported content type: application/pdf\n",

@@ -45,7 +45,10 @@ def test_loopback_literals_in_every_spelling_are_refused(host: str, rule: str) -
     with Listener() as idle, fetcher() as fetch:
         error = refused(fetch, f"http://{host}:{idle.port}/")
     assert error.rule == rule
-    assert str(error) == "blocked: 127.0.0.1 is a loopback address"
+    assert str(error) == (
+        "blocked: 127.0.0.1 is a loopback address "
+        f'(to read it on this machine, add "127.0.0.1:{idle.port}" to [fetch] allow)'
+    )
     assert idle.connections == 0
 
 

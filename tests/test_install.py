@@ -12,16 +12,19 @@ everything a search needs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
+import signal
 import stat
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
 from gatewaykit import FakeUpstream
 
@@ -99,3 +102,67 @@ def test_the_readme_install_steps_work_in_a_fresh_venv(
         [str(venv_bin / "sift"), "search", "sqlite", "wal", "--config", str(config)], cwd=tmp_path
     )
     assert "https://www.sqlite.org/wal.html" in done.stdout
+
+
+# What `make install`/`make test` bring and the gateway never needs (pyproject's dev and redis).
+DEV_TOOLS = {
+    "pytest",
+    "pytest-httpserver",
+    "pytest-xdist",
+    "trustme",
+    "ruff",
+    "mypy",
+    "prometheus-client",
+    "redis",
+}
+
+
+def test_make_serve_installs_only_the_gateway_and_it_answers(tmp_path: Path) -> None:
+    """`make serve` on a fresh clone, offline from the wheelhouse: the gateway, nothing else."""
+    if not (WHEELHOUSE / ".done").is_file():
+        pytest.fail(f"{WHEELHOUSE} is missing: `make test` builds it (the dependencies' wheels)")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    for name in ("pyproject.toml", "README.md", "sift.py", "Makefile"):
+        shutil.copy(REPO / name, clone / name)
+    shutil.copytree(
+        REPO / "siftlib", clone / "siftlib", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    config = tmp_path / "config.toml"
+    config.write_text(f'[server]\nlisten = "127.0.0.1:0"\ndb = "{tmp_path / "cache.db"}"\n')
+    env = {
+        **os.environ,
+        "PIP_CONFIG_FILE": os.devnull,
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(WHEELHOUSE),
+        "PIP_NO_COMPILE": "1",
+        "SIFT_CONFIG": str(config),
+        "PYTHONUNBUFFERED": "1",
+    }
+    make = subprocess.Popen(
+        ["make", "serve", f"PYTHON={sys.executable}"],
+        cwd=clone,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert make.stderr is not None
+    said: list[str] = []
+    try:
+        while not (found := re.search(r"listening on 127\.0\.0\.1:(\d+)", "".join(said))):
+            line = make.stderr.readline()
+            assert line, f"make serve ended before listening:\n{''.join(said)}"
+            said.append(line)
+        health = httpx.get(f"http://127.0.0.1:{found.group(1)}/healthz", trust_env=False)
+        assert health.status_code == 200 and health.json()["store"] == "sqlite"
+    finally:
+        os.killpg(make.pid, signal.SIGTERM)
+        make.wait(60)
+    listed = run([str(clone / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format=json"],
+                 cwd=clone)  # fmt: skip
+    installed = {package["name"].lower() for package in json.loads(listed.stdout)}
+    assert {"httpx", "trafilatura", "platformdirs", "sift"} <= installed
+    assert installed & DEV_TOOLS == set()

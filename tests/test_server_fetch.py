@@ -187,7 +187,8 @@ def test_a_blocked_url_is_a_400_and_reaches_nothing(gw: Gateway) -> None:
     assert reply.status == 400
     assert reply.json == {
         "success": False,
-        "error": "blocked: 127.0.0.1 is a loopback address",
+        "error": "blocked: 127.0.0.1 is a loopback address "
+        f'(to read it on this machine, add "127.0.0.1:{idle.port}" to [fetch] allow)',
         "code": "blocked",
     }
     assert idle.connections == 0
