@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clikit import sift
 from gatewaykit import FakeUpstream, gateway, write_config
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
@@ -349,6 +350,24 @@ def test_no_fitting_skill_is_selection_none(box: Toolbox) -> None:
         "results": [],
     }
     assert result.text == "No matching skills found."
+
+
+def test_an_empty_catalog_says_where_it_looked_as_the_cli_does(tmp_path: Path) -> None:
+    empty = tmp_path / "skills"
+    empty.mkdir()
+    (tmp_path / ".git").mkdir()  # the project ends here
+    toolbox = Toolbox(
+        Where(config=None, server=None, local=False, allow_private_upstreams=False),
+        skills=SkillsPlace(skills_dirs=(empty,), cwd=tmp_path),
+    )
+    try:
+        result = run(toolbox, "skill_search", {"query": "pdf"})
+    finally:
+        toolbox.close()
+    cli = sift("rerank-skills", "pdf", "--skills-dir", str(empty), "--cwd", str(tmp_path))
+    assert result.text.startswith(f"No skills found in: {empty}, ")
+    assert result.text + "\n" == cli.stdout
+    assert result.structured["results"] == [] and result.structured["selection"] == "none"
 
 
 def test_local_mode_from_the_config(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ RULE = (
     "broken by lower cost per query (Tavily credits plus Brave calls), then lower p90 latency."
 )
 NO_WINNER = "no configuration ran every query."
+ALONE = "only one configuration ran, so nothing was compared."
 # The chart's geometry in SVG units: labels, a bar panel, room for the value after a bar.
 _LABEL_W, _PANEL_W, _RIGHT, _ROW_H = 160, 310, 70, 34
 COLUMNS = (
@@ -92,10 +93,18 @@ def _notes(board: Scoreboard) -> list[str]:
     return notes
 
 
+def why_none(board: Scoreboard) -> str:
+    """Say why a run has no winner: nobody complete, or nobody to compare with."""
+    complete = [score for score in board.scores if score.eligible]
+    return ALONE if complete and len(board.scores) < 2 else NO_WINNER
+
+
 def render_markdown(board: Scoreboard) -> str:
     """Return report.md."""
     lines = ["# sift bake-off report", "", _summary(board), ""]
-    lines.append(f"**Winner: `{board.winner}`**" if board.winner else f"**No winner**: {NO_WINNER}")
+    lines.append(
+        f"**Winner: `{board.winner}`**" if board.winner else f"**No winner**: {why_none(board)}"
+    )
     lines += ["", "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
     for score in board.scores:
         lines.append("| " + " | ".join(row_cells(score)) + " |")
@@ -259,7 +268,7 @@ def render_html(board: Scoreboard) -> str:
     winner = (
         f"<p class=verdict>Winner: <code>{escape(board.winner)}</code></p>"
         if board.winner
-        else f"<p class=verdict>No winner: {escape(NO_WINNER)}</p>"
+        else f"<p class=verdict>No winner: {escape(why_none(board))}</p>"
     )
     not_run = ""
     if board.not_run:

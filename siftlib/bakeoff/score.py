@@ -16,7 +16,8 @@ apart in the report):
 
 Winner: among the configurations that ran every query, highest judged hit rate, then lower
 cost per query, then lower p90; a full tie goes to the configuration run first. One with
-skipped lines is reported but cannot win: 3/7 against 3/10 is not a tie. Rates and costs are
+skipped lines is reported but cannot win: 3/7 against 3/10 is not a tie. A run where fewer
+than two configurations ran compared nothing, so it has no winner either. Rates and costs are
 exact fractions, so ties are real ties.
 
 Query numbers in the judgments sheet are 1-based, as in the packs.
@@ -164,6 +165,8 @@ def nearest_rank(values: tuple[int, ...] | list[int], percent: int) -> int | Non
 
 def pick_winner(scores: tuple[ConfigScore, ...] | list[ConfigScore]) -> str | None:
     """Return the winning configuration by the rule in the module docstring."""
+    if len(scores) < 2:
+        return None  # nothing was compared
     best: tuple[Fraction, Fraction, int] | None = None
     winner = None
     for score in scores:

@@ -352,7 +352,7 @@ class Toolbox:
                 for skill, score in zip(result.matches, scores, strict=True)
             ],
         }
-        return ToolResult(render_text(result), structured)
+        return ToolResult(render_text(result, catalog=session.snapshot.catalog), structured)
 
     def _open_searcher(self) -> Searcher:
         """Return the in-process searcher, opening config, store and sources on first use."""

@@ -282,6 +282,17 @@ def test_no_complete_configuration_means_no_winner(tmp_path):
     assert "**No winner**: no configuration ran every query." in (run_dir / "report.md").read_text()
 
 
+def test_a_single_configuration_compared_nothing_and_has_no_winner(tmp_path):
+    run_dir = make_run(tmp_path / "run", configs=("searxng",), queries=2)
+    blind_and_judge(run_dir, {"searxng": [1, 1]})
+    assert score_run(run_dir).winner is None
+    assert main(["bakeoff", "score", str(run_dir)]) == 0
+    report = (run_dir / "report.md").read_text()
+    assert "**No winner**: only one configuration ran, so nothing was compared." in report
+    assert "Winner: <code>" not in (run_dir / "report.html").read_text()
+    assert "No winner: only one configuration ran" in (run_dir / "report.html").read_text()
+
+
 @pytest.mark.parametrize(
     ("top", "ticks"),
     [
