@@ -113,8 +113,9 @@ def fetch_remote(
 ) -> dict[str, Any]:
     """Fetch a page through a sift server (`POST /v1/fetch`); return its native envelope.
 
-    The server's refusals come back as the library's errors: `blocked` and `blocked by the
-    site` → `Blocked`, 415 → `UnsupportedContent`, 408/500 → `FetchFailed`, 400 → `QueryError`.
+    The server's refusals come back as the library's errors: `blocked`, `blocked by the
+    site` and `unsupported content` → `Blocked`, 415 → `UnsupportedContent`, 408/500 →
+    `FetchFailed`, 400 → `QueryError`.
     """
     response = _post(url, "/v1/fetch", token, body, timeout=timeout)
     status = response.status_code
@@ -128,7 +129,7 @@ def fetch_remote(
     code = payload.get("code")
     if status == 200 and isinstance(payload.get("content"), str):
         return payload
-    if code in ("blocked", "blocked by the site"):
+    if code in ("blocked", "blocked by the site", "unsupported content"):
         raise Blocked("remote", error)
     if status == 415:
         raise UnsupportedContent(error.removeprefix("unsupported content type: "))

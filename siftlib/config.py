@@ -175,6 +175,7 @@ class FetchConfig(NamedTuple):
     allow: tuple[str, ...] = ()
     per_host: int = 4
     browser: BrowserConfig = BrowserConfig()
+    pdf_max_pages: int = 200  # pages of a PDF read; past them a warning (README "PDFs")
 
 
 class Config(NamedTuple):
@@ -447,6 +448,7 @@ def _fetch_config(table: _Table) -> FetchConfig:
         user_agent=table.get("user_agent", str, base.user_agent),
         allow=tuple(allow),
         per_host=table.integer("per_host", base.per_host, 1),
+        pdf_max_pages=table.integer("pdf_max_pages", base.pdf_max_pages, 1, 100_000),
         browser=_browser_config(table.table("browser")),
     )
 

@@ -12,6 +12,7 @@
      ├── ToolError         a skill search's query or limit is invalid
      ├── Blocked           the fetch guard refused a URL, a hop or an address (`rule`)
      │    ├── UnsupportedContent  the page's content type is not one fetch reads
+     │    ├── UnreadableContent   a page of a type fetch reads cannot be read (a scanned PDF)
      │    └── BlockedBySite       the site answered with a challenge or block page (`status`)
      ├── FetchFailed       a fetch went out but failed (`kind`: dns, connect, tls, deadline, …)
      └── Cancelled         the caller gave up (an MCP cancellation, a client that hung up)
@@ -84,6 +85,17 @@ class UnsupportedContent(Blocked):
     def __init__(self, media_type: str) -> None:
         super().__init__("content-type", f"unsupported content type: {media_type}")
         self.media_type = media_type
+
+
+class UnreadableContent(Blocked):
+    """A page of a type fetch reads cannot be read: a PDF that is a scan, encrypted, broken."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("content", f"unsupported content: {reason}")
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[Blocked], tuple[str]]:
+        return UnreadableContent, (self.reason,)
 
 
 class BlockedBySite(Blocked):

@@ -39,6 +39,8 @@ decode).
 from __future__ import annotations
 
 import atexit
+import base64
+import html
 import logging
 import os
 import re
@@ -71,6 +73,7 @@ from siftlib.errors import (
     Cancelled,
     FetchFailed,
     QueryError,
+    UnreadableContent,
     UnsupportedContent,
 )
 from siftlib.guard import Guard, Hop
@@ -81,11 +84,20 @@ if TYPE_CHECKING:
     from siftlib.config import FetchConfig
     from siftlib.convert import Document
     from siftlib.metrics import Metrics
+    from siftlib.pdf import PdfRead
 
 __all__ = ["FetchRequest", "FetchResult", "Fetcher", "Page"]
 
+PDF_TYPE = "application/pdf"
+# A `.pdf` URL answered with one of these is read as a PDF when its body starts like one.
+_GENERIC_TYPES = frozenset(
+    ("application/octet-stream", "binary/octet-stream", "application/download")
+)
 ACCEPTED_TYPES = frozenset(
-    ("text/html", "application/xhtml+xml", "text/plain", "text/markdown", "application/json")
+    (
+        *("text/html", "application/xhtml+xml", "text/plain", "text/markdown"),
+        *("application/json", PDF_TYPE, "application/x-pdf"),
+    )
 )
 HTML_TYPES = frozenset(("text/html", "application/xhtml+xml"))
 FORMATS = ("markdown", "text", "html", "raw_html", "links")
@@ -98,7 +110,7 @@ _KEPT_TRANSPORTS = 32
 _HOST_TEXT = re.compile(r"[a-z0-9.:\[\]-]{1,255}")
 # WHATWG MIME Sniffing: the two signatures of a binary type that can start with text only,
 # and the "binary data bytes" no text has (not ESC: ISO-2022-JP text switches sets with it).
-_TEXT_LIKE_SIGNATURES = {b"%PDF-": "application/pdf", b"%!PS-Adobe-": "application/postscript"}
+_TEXT_LIKE_SIGNATURES = {b"%!PS-Adobe-": "application/postscript"}
 _BINARY_BYTE = re.compile(rb"[\x00-\x08\x0b\x0e-\x1a\x1c-\x1f]")
 
 log = logging.getLogger("sift")
@@ -107,6 +119,7 @@ log = logging.getLogger("sift")
 # (its cost grows with the square of the size: docs "Reading pages", hostile pages).
 POOL_SIZE = max(2, min(4, os.cpu_count() or 2))
 CONVERT_MEMORY = 1 << 30
+PDF_MEMORY = 1 << 30  # a PDF reader's address space: a 10 MiB PDF of text reads in 200 MB
 MAIN_CONTENT_MAX_BYTES = 1 << 20
 _PRELOAD = ("siftlib.fetch", "siftlib.convert", "trafilatura")
 _POOL: WorkerPool | None = None
@@ -126,6 +139,8 @@ class FetchRequest:
     caller: str = "local"
     include: tuple[str, ...] = ()  # CSS selectors: keep only these elements (siftlib.filters)
     exclude: tuple[str, ...] = ()  # CSS selectors: remove these elements
+    pdf: bool = True  # read a PDF's text; False: the file itself, base64 (`parsers: []`)
+    pdf_max_pages: int | None = None  # at most fetch.pdf_max_pages
     render: bool | None = None  # None: `[fetch.browser] render` decides; needs the browser on
     wait_for: float = 0.0  # seconds to wait after load, when the page is rendered
     screenshot: bool = False  # a PNG of the rendered page (renders it)
@@ -169,6 +184,8 @@ class FetchResult:
     also: dict[str, str] = field(default_factory=dict, repr=False)
     render_ms: int | None = None  # set when the page was rendered by the browser
     screenshot: str | None = field(default=None, repr=False)
+    author: str = ""  # a PDF's document information
+    num_pages: int | None = None  # set for a PDF
 
     def to_native(self) -> dict[str, object]:
         """Return the native `/v1/fetch` envelope (fetch.md §4.1), `rendered` when it was."""
@@ -177,6 +194,9 @@ class FetchResult:
         if self.render_ms is not None:
             timings["render_ms"] = self.render_ms
             rendered["rendered"] = True
+        pdf: dict[str, object] = {}
+        if self.num_pages is not None:
+            pdf = {"author": self.author, "num_pages": self.num_pages}
         return {
             "url": self.url,
             "final_url": self.final_url,
@@ -185,6 +205,7 @@ class FetchResult:
             "title": self.title,
             "description": self.description,
             "language": self.language,
+            **pdf,
             "content": self.content,
             "links": self.links,
             "truncated": self.truncated,
@@ -251,6 +272,29 @@ def convert_page(body: bytes, shape: _Shape) -> _Converted:
         document.also = {name: text[:limit] for name, text in document.also.items()}
         warnings.append(f"truncated: the content passed max_chars ({limit} characters)")
     return _Converted(document, warnings, bool(cut))
+
+
+def _read_pdf(
+    pool: WorkerPool, body: bytes, pages: int, deadline: float, cancel: threading.Event | None
+) -> PdfRead:
+    """Read a PDF in a worker; what it cannot read is `UnreadableContent` with the reason."""
+    from siftlib.pdf import read_pdf
+
+    try:
+        read = pool.run(read_pdf, body, pages, deadline=deadline, memory=PDF_MEMORY, cancel=cancel)
+    except WorkTimeout:
+        raise FetchFailed("deadline", "fetch failed: deadline (reading the PDF)") from None
+    except WorkCancelled:
+        raise Cancelled("cancelled") from None
+    except WorkFailed as exc:
+        if exc.kind == "memory":
+            reason = f"the PDF reader passed its memory limit ({PDF_MEMORY} bytes)"
+        else:  # PDFium ends its process on a failed allocation too
+            reason = "the PDF reader crashed on this file"
+        raise UnreadableContent(reason) from None
+    if read.problem:
+        raise UnreadableContent(read.problem)
+    return read
 
 
 def conversion_pool() -> WorkerPool:
@@ -366,7 +410,8 @@ class Fetcher:
             status = outcome = "cancelled"
             raise
         except Blocked as exc:
-            status = outcome = "unsupported" if isinstance(exc, UnsupportedContent) else "blocked"
+            unsupported = isinstance(exc, (UnsupportedContent, UnreadableContent))
+            status = outcome = "unsupported" if unsupported else "blocked"
             self._count("fetch_blocked", rule=exc.rule)
             raise
         except FetchFailed as exc:
@@ -408,6 +453,8 @@ class Fetcher:
             if what is not None:
                 raise BlockedBySite(what, page.status)
         limit = min(request.max_chars or self.settings.max_chars, self.settings.max_chars)
+        if page.media_type == PDF_TYPE:
+            return self._pdf(page, request, limit, pool, deadline, cancel)
 
         def converted() -> tuple[_Converted, int]:
             started = time.perf_counter()
@@ -472,6 +519,62 @@ class Fetcher:
             also=document.also,
             render_ms=None if rendered is None else rendered.render_ms,
             screenshot=None if rendered is None else rendered.screenshot,
+        )
+
+    def _pdf(
+        self,
+        page: Page,
+        request: FetchRequest,
+        limit: int,
+        pool: WorkerPool,
+        deadline: float,
+        cancel: threading.Event | None,
+    ) -> FetchResult:
+        """Read a PDF's text in a conversion worker (`siftlib.pdf`), or its bytes as base64."""
+        if page.truncated:
+            raise UnreadableContent(
+                f"the PDF is larger than max_bytes ({self.settings.max_bytes} bytes)"
+            )
+        started = time.perf_counter()
+        warnings = list(page.warnings)
+        num_pages, title, author = None, "", ""
+        if request.pdf:
+            pages = min(
+                request.pdf_max_pages or self.settings.pdf_max_pages, self.settings.pdf_max_pages
+            )
+            read = _read_pdf(pool, page.body, pages, deadline, cancel)
+            formats = {"markdown": read.markdown, "text": read.text}
+            num_pages, title, author = read.num_pages, read.title, read.author
+            warnings += read.warnings
+        else:
+            encoded = base64.b64encode(page.body).decode("ascii")
+            formats = {"markdown": encoded, "text": encoded}
+        formats["html"] = formats["raw_html"] = f"<pre>{html.escape(formats['text'])}</pre>"
+        formats["links"] = ""
+        texts = {name: formats[name] for name in (request.format, *request.also)}
+        cut = [name for name, text in texts.items() if len(text) > limit]
+        if cut:
+            warnings.append(f"truncated: the content passed max_chars ({limit} characters)")
+        content = texts.pop(request.format)[:limit]
+        return FetchResult(
+            url=page.url,
+            final_url=page.final_url,
+            status=page.status,
+            content_type=page.content_type,
+            media_type=page.media_type,
+            title=title,
+            description="",
+            language="",
+            content=content,
+            links=[],
+            truncated=bool(cut),
+            warnings=warnings,
+            fetch_ms=page.fetch_ms,
+            convert_ms=round((time.perf_counter() - started) * 1000),
+            bytes=len(page.body),
+            also={name: text[:limit] for name, text in texts.items()},
+            author=author,
+            num_pages=num_pages,
         )
 
     def _timeout(self, asked: float | None) -> float:
@@ -544,9 +647,15 @@ class Fetcher:
             # last one is the type, as for a browser (WHATWG Fetch, "extract a MIME type").
             content_type = (response.headers.get_list("content-type") or [""])[-1].strip()
             media_type = content_type.split(";", 1)[0].strip().lower()
-            if media_type and media_type not in ACCEPTED_TYPES:
+            generic_pdf = media_type in _GENERIC_TYPES and hop.url.path.lower().endswith(".pdf")
+            if media_type and media_type not in ACCEPTED_TYPES and not generic_pdf:
                 raise UnsupportedContent(media_type)
-            body, truncated = self._body(response, media_type)
+            body, truncated = self._body(response, "" if generic_pdf else media_type)
+            if generic_pdf:
+                if not body.startswith(b"%PDF-"):
+                    raise UnsupportedContent(media_type)
+                media_type = PDF_TYPE
+            media_type = PDF_TYPE if media_type == "application/x-pdf" else media_type
             media_type = media_type or _sniff(body)
             warnings = []
             if truncated:
@@ -652,6 +761,8 @@ def _zlib_header(data: bytes) -> bool:
 
 def _sniff(head: bytes) -> str:
     """Guess the media type of a body sent without one from its first bytes; refuse binary."""
+    if head.startswith(b"%PDF-"):
+        return PDF_TYPE
     for signature, media_type in _TEXT_LIKE_SIGNATURES.items():
         if head.startswith(signature):
             raise UnsupportedContent(media_type)

@@ -38,7 +38,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from siftlib import filters
-from siftlib.errors import Blocked, BlockedBySite, FetchFailed, QueryError, UnsupportedContent
+from siftlib.errors import (
+    Blocked,
+    BlockedBySite,
+    FetchFailed,
+    QueryError,
+    UnreadableContent,
+    UnsupportedContent,
+)
 from siftlib.fetch import FetchRequest, FetchResult
 
 __all__ = ["ScrapeRequest", "failure", "firecrawl_answer", "firecrawl_request", "native_request"]
@@ -129,8 +136,29 @@ def firecrawl_request(
         exclude=filters.check(body.get("excludeTags"), field="excludeTags"),
         wait_for=wait_ms / 1000,
         screenshot="screenshot" in names,
+        **_parsers(body.get("parsers")),
     )
     return ScrapeRequest(request, tuple(names))
+
+
+def _parsers(value: Any) -> dict[str, Any]:
+    """Decode Firecrawl's `parsers`: absent or `["pdf"]` read PDFs, `[]` returns them as base64."""
+    if value is None:
+        return {}
+    if not isinstance(value, list):
+        raise QueryError('invalid request: parsers must be a list such as ["pdf"]')
+    options: dict[str, Any] = {"pdf": False}
+    for item in value:
+        kind = item.get("type") if isinstance(item, dict) else item
+        if kind != "pdf":
+            raise UnsupportedOption(f"unsupported option: parsers {kind!r}")
+        options["pdf"] = True
+        pages = item.get("maxPages") if isinstance(item, dict) else None
+        if pages is not None:
+            if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
+                raise QueryError("invalid request: parsers maxPages must be a positive integer")
+            options["pdf_max_pages"] = pages
+    return options
 
 
 def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, Any]:
@@ -158,6 +186,10 @@ def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, A
     }
     if result.render_ms is not None:
         data["metadata"].update(rendered=True, renderMs=result.render_ms)
+    if result.num_pages is not None:
+        data["metadata"].update(numPages=result.num_pages)
+        if result.author:
+            data["metadata"].update(author=result.author)
     answer: dict[str, Any] = {"success": True, "data": data}
     if result.warnings:
         answer["warning"] = "; ".join(result.warnings)
@@ -168,7 +200,9 @@ def failure(exc: Exception, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
     """Return the status and body answering a fetch that ended in `exc`."""
     if isinstance(exc, BlockedBySite):
         return _blocked_by_site(exc, firecrawl=firecrawl)
-    if isinstance(exc, UnsupportedContent):
+    if isinstance(exc, UnreadableContent):
+        status, code, error = 415, "unsupported content", str(exc)
+    elif isinstance(exc, UnsupportedContent):
         status, code, error = 415, "unsupported content type", str(exc)
     elif isinstance(exc, Blocked):
         status, code, error = 400, "blocked", str(exc)

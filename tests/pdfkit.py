@@ -82,7 +82,8 @@ class Pdf:
     def __init__(self, *, title: str = "", author: str = "") -> None:
         self.title = title
         self.author = author
-        self._pages: list[tuple[bytes, bool]] = []  # (content stream, has the image)
+        # (content stream, has the image, already compressed)
+        self._pages: list[tuple[bytes, bool, bool]] = []
 
     def page(self, lines: list[Text]) -> Pdf:
         """Add a page with these lines of text."""
@@ -93,12 +94,17 @@ class Pdf:
             ops.append(
                 b"BT %s %g Tf %g %g Td %s Tj ET" % (font.encode(), line.size, line.x, line.y, text)
             )
-        self._pages.append((b"\n".join(ops), False))
+        self._pages.append((b"\n".join(ops), False, False))
+        return self
+
+    def compressed_page(self, stream: bytes) -> Pdf:
+        """Add a page whose content stream is `stream`, already Flate-compressed."""
+        self._pages.append((stream, False, True))
         return self
 
     def scanned_page(self) -> Pdf:
         """Add a page that is only an image (a scan without a text layer)."""
-        self._pages.append((b"q 468 0 0 600 72 100 cm /Im1 Do Q", True))
+        self._pages.append((b"q 468 0 0 600 72 100 cm /Im1 Do Q", True, False))
         return self
 
     def bytes(self, *, password: str | None = None, count: int | None = None) -> bytes:
@@ -128,7 +134,7 @@ class Pdf:
         objects[6] = (b"<< " + b" ".join(info) + b" >>", None)
         kids = []
         number = 7
-        for content, image in self._pages:
+        for content, image, compressed in self._pages:
             page_number, content_number = number, number + 1
             number += 2
             xobject = b" /XObject << /Im1 5 0 R >>" if image else b""
@@ -138,7 +144,8 @@ class Pdf:
                 % (content_number, xobject),
                 None,
             )
-            objects[content_number] = (b"<< /Filter /FlateDecode >>", zlib.compress(content))
+            stream = content if compressed else zlib.compress(content)
+            objects[content_number] = (b"<< /Filter /FlateDecode >>", stream)
             kids.append(b"%d 0 R" % page_number)
         claimed = len(kids) if count is None else count
         objects[2] = (
@@ -160,7 +167,7 @@ class Pdf:
             if key and n != encrypt_number:
                 dictionary, stream = _encrypted(key, n, dictionary, stream)
             if stream is not None:
-                dictionary = dictionary[:-2] + b" /Length %d >>" % len(stream)
+                dictionary = dictionary[:-2] + b"/Length %d >>" % len(stream)
             offsets[n] = len(out)
             out += b"%d 0 obj\n" % n + dictionary
             if stream is not None:
@@ -171,9 +178,11 @@ class Pdf:
         out += b"xref\n0 %d\n0000000000 65535 f \n" % size
         for n in range(1, size):
             out += b"%010d 00000 n \n" % offsets[n]
-        out += (
-            b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R /ID [<%s> <%s>]%s >>\n"
-            % (size, file_id.hex().encode(), file_id.hex().encode(), encrypt)
+        out += b"trailer\n<< /Size %d /Root 1 0 R /Info 6 0 R /ID [<%s> <%s>]%s >>\n" % (
+            size,
+            file_id.hex().encode(),
+            file_id.hex().encode(),
+            encrypt,
         )
         out += b"startxref\n%d\n%%%%EOF\n" % xref
         return bytes(out)

@@ -104,10 +104,10 @@ def test_exit_4_when_the_guard_refuses(tmp_path: Path, capsys: pytest.CaptureFix
 def test_exit_4_for_an_unsupported_content_type(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with PageServer({"/f.pdf": page(b"%PDF-1.7", content_type="application/pdf")}) as site:
-        code = main(["fetch", site.url + "/f.pdf", "--config", config(tmp_path, site.allow)])
+    with PageServer({"/f.png": page(b"\x89PNG\r\n", content_type="image/png")}) as site:
+        code = main(["fetch", site.url + "/f.png", "--config", config(tmp_path, site.allow)])
     assert code == 4
-    assert capsys.readouterr().err == "sift fetch: unsupported content type: application/pdf\n"
+    assert capsys.readouterr().err == "sift fetch: unsupported content type: image/png\n"
 
 
 def test_exit_1_when_the_fetch_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -165,7 +165,7 @@ def test_client_mode_reads_through_the_gateway(
     monkeypatch.setenv("SIFT_TOKEN", "cli-token")
     with (
         PageServer(
-            {"/a": page(ARTICLE), "/f.pdf": page(b"%PDF", content_type="application/pdf")}
+            {"/a": page(ARTICLE), "/f.png": page(b"\x89PNG", content_type="image/png")}
         ) as site,
         gateway(
             tmp_path, callers={"cli": "cli-token"}, fetch=FetchConfig(allow=(site.allow,))
@@ -177,7 +177,7 @@ def test_client_mode_reads_through_the_gateway(
         assert out.startswith("# Reading pages\n")
         blocked = main(["fetch", f"http://127.0.0.1:{idle.port}/", "--server", gw.url])
         blocked_err = capsys.readouterr().err
-        unsupported = main(["fetch", site.url + "/f.pdf", "--server", gw.url])
+        unsupported = main(["fetch", site.url + "/f.png", "--server", gw.url])
         unsupported_err = capsys.readouterr().err
         invalid = main(["fetch", "nope", "--server", gw.url])
         invalid_err = capsys.readouterr().err
@@ -191,7 +191,7 @@ def test_client_mode_reads_through_the_gateway(
     )
     assert (unsupported, unsupported_err) == (
         4,
-        "sift fetch: unsupported content type: application/pdf\n",
+        "sift fetch: unsupported content type: image/png\n",
     )
     assert invalid == 2 and "invalid url" in invalid_err
     assert refused == 3 and "refused the request (401)" in refused_err

@@ -28,7 +28,7 @@ def site() -> Iterator[PageServer]:
     routes = {
         "/a": page(ARTICLE),
         "/gone": page(b"<html><body><p>This page is gone.</p></body></html>", status=404),
-        "/f.pdf": page(b"%PDF-1.7", content_type="application/pdf"),
+        "/f.png": page(b"\x89PNG\r\n\x1a\n", content_type="image/png"),
         "/slow": hang(10),
     }
     with PageServer(routes) as server:
@@ -205,11 +205,11 @@ def test_an_invalid_url_is_a_400(gw: Gateway, url: object) -> None:
 
 
 def test_an_unsupported_content_type_is_a_415(gw: Gateway, site: PageServer) -> None:
-    reply = scrape(gw, {"url": site.url + "/f.pdf"})
+    reply = scrape(gw, {"url": site.url + "/f.png"})
     assert reply.status == 415
     assert reply.json == {
         "success": False,
-        "error": "unsupported content type: application/pdf",
+        "error": "unsupported content type: image/png",
         "code": "unsupported content type",
     }
 
