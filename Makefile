@@ -80,7 +80,7 @@ serve: runtime
 # Real-client contracts: the Firecrawl SDK and the Hermes agent against /v2/search, the
 # TypeSafe SDK against the System One bodies and the fake's answers; the MCP
 # SDK (2.x in its three modes, 1.26.0 as Hermes uses it) driving `sift mcp` over stdio.
-contract: $(CONTRACT_STAMP) $(MCP_STAMPS)
+contract: $(CONTRACT_STAMP) $(MCP_STAMPS) chromium
 	$(BIN)/python -m pytest -q -m contract tests/contract
 	.venv-mcp2/bin/python -m pytest -q -m contract tests/contract/mcp_clients
 	.venv-mcp1/bin/python -m pytest -q -m contract tests/contract/mcp_clients
