@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from siftlib import __version__
 from siftlib.errors import ConfigError
 from siftlib.lazylog import LazyLogger
-from siftlib.query import MAX_K
+from siftlib.search.query import MAX_K
 
 SOURCE_ORDER = ("searxng", "brave_llm", "tavily")
 PAID_SOURCES = ("brave_llm", "tavily")
@@ -421,7 +421,7 @@ def _fetch_config(table: _Table) -> FetchConfig:
         raise table.error("timeout", "must be at most 60s")
     allow = table.get("allow", list, [])
     if allow:
-        from siftlib.pinholes import parse_pinhole  # data only: no HTTP stack, no guard
+        from siftlib.fetch.pinholes import parse_pinhole  # data only: no HTTP stack, no guard
     for entry in allow:
         try:
             hole = parse_pinhole(entry if isinstance(entry, str) else "")
@@ -430,7 +430,7 @@ def _fetch_config(table: _Table) -> FetchConfig:
                 "allow", f'entries must be "host:port" strings, not {entry!r}'
             ) from None
         if hole.ip is not None and not hole.ip.is_loopback:
-            from siftlib.dial import address_kind  # only for such an entry: it loads httpx
+            from siftlib.net.dial import address_kind  # only for such an entry: it loads httpx
 
             if address_kind(hole.ip) == "metadata":
                 raise table.error(

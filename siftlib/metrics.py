@@ -9,7 +9,7 @@ other restricted caller's series of a caller-labelled metric into one `caller=re
 total, which names no caller and no source.
 
 Latency histograms (`observe`) are kept beside the counters with fixed buckets per metric
-(`BUCKETS`) and appear only in the Prometheus rendering (`siftlib.prometheus`): the JSON of
+(`BUCKETS`) and appear only in the Prometheus rendering (`siftlib.gateway.prometheus`): the JSON of
 `/metrics` keeps the flat shape search.md §3.3 gives it. They carry no caller label, so
 they need no folding.
 """

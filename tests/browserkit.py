@@ -16,9 +16,9 @@ from collections.abc import Callable
 import pytest
 
 from siftlib.config import BrowserConfig, FetchConfig
-from siftlib.dial import Connector, Resolver
-from siftlib.fetch import Fetcher
+from siftlib.fetch.fetcher import Fetcher
 from siftlib.metrics import Metrics
+from siftlib.net.dial import Connector, Resolver
 
 
 def need_chromium() -> None:

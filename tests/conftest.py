@@ -21,7 +21,7 @@ from pytest_httpserver import HTTPServer
 if TYPE_CHECKING:
     from rediskit import RedisServer
 
-from siftlib import dial
+from siftlib.net import dial
 
 REALDATA = Path(
     os.environ.get("SIFT_REALDATA") or Path(__file__).resolve().parents[2] / "shared" / "realdata"

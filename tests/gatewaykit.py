@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from siftlib.config import FetchConfig, Secrets, load_config
-from siftlib.fetch import Fetcher
+from siftlib.fetch.fetcher import Fetcher
+from siftlib.gateway.server import GatewayServer
 from siftlib.metrics import Metrics
-from siftlib.pipeline import Searcher
-from siftlib.server import GatewayServer
-from siftlib.store import open_store
+from siftlib.search.pipeline import Searcher
+from siftlib.store.sqlite import open_store
 
 REPO = Path(__file__).resolve().parent.parent
 TESTDATA = REPO / "testdata"
@@ -160,7 +160,7 @@ def warm_conversion_pool() -> None:
 
     A test's short fetch deadline then measures the fetch, not a worker starting.
     """
-    from siftlib.fetch import conversion_pool
+    from siftlib.fetch.fetcher import conversion_pool
 
     pool = conversion_pool()
     pool.start()

@@ -7,11 +7,12 @@ from typing import Any
 
 import pytest
 
-from siftlib import __version__, api, wire
-from siftlib.api import Rejected
+from siftlib import __version__
 from siftlib.errors import QueryError
-from siftlib.hits import Hit
-from siftlib.pipeline import SearchRequest, SearchResponse
+from siftlib.gateway import api, wire
+from siftlib.gateway.api import Rejected
+from siftlib.search.hits import Hit
+from siftlib.search.pipeline import SearchRequest, SearchResponse
 
 
 def response(*hits: Hit) -> SearchResponse:

@@ -14,8 +14,8 @@ import pytest
 from browserkit import rendering
 from fetchkit import PageServer, page
 
-from siftlib.browser.shell import shell_reason
-from siftlib.fetch import Fetcher, FetchRequest
+from siftlib.fetch.browser.shell import shell_reason
+from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.metrics import Metrics
 
 SHELL = "Loading the application"

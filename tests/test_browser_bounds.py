@@ -12,7 +12,7 @@ import pytest
 from browserkit import rendering
 from fetchkit import PageServer, hang, page
 
-from siftlib.fetch import Fetcher, FetchRequest
+from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.metrics import Metrics
 
 TIMEOUT = 10.0  # the hostile pages' deadline; the fine page after each gets the default

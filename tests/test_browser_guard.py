@@ -14,10 +14,10 @@ import pytest
 from browserkit import mapped, rendering
 from fetchkit import Listener, PageServer, page
 
-from siftlib.browser.proxy import RenderProxy
 from siftlib.errors import Blocked
-from siftlib.fetch import Fetcher, FetchRequest
-from siftlib.guard import Guard
+from siftlib.fetch.browser.proxy import RenderProxy
+from siftlib.fetch.fetcher import Fetcher, FetchRequest
+from siftlib.fetch.guard import Guard
 from siftlib.metrics import Metrics
 
 BODY = """<!doctype html><html><head><title>Escape</title>{head}</head><body>

@@ -2,7 +2,7 @@
 
 import pytest
 
-from siftlib.canonical_url import canonical_url
+from siftlib.search.canonical_url import canonical_url
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,9 @@ import pytest
 from fetchkit import TESTDATA_FETCH, PageServer, page
 from gatewaykit import Gateway, call, gateway
 
-from siftlib.challenge import challenge_of
 from siftlib.cli import main
 from siftlib.config import FetchConfig
+from siftlib.fetch.challenge import challenge_of
 
 BLOCKED = TESTDATA_FETCH / "blocked"
 TOKEN = "challenge-token"

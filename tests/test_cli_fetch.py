@@ -208,6 +208,6 @@ def test_the_agent_skill_reads_result_pages_with_sift_fetch() -> None:
 
 def test_the_format_choices_are_the_native_routes_formats() -> None:
     from siftlib.commands.fetch import FORMATS
-    from siftlib.scrape import NATIVE_FORMATS
+    from siftlib.gateway.scrape import NATIVE_FORMATS
 
     assert FORMATS == NATIVE_FORMATS

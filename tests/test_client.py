@@ -13,8 +13,8 @@ import pytest
 from gatewaykit import FakeUpstream, Gateway, gateway
 
 from siftlib.cli import main
-from siftlib.client import search_remote
 from siftlib.errors import AuthError, NoResultsError, QueryError, UnreachableError
+from siftlib.gateway.client import search_remote
 
 TOKEN = "tok-client-5c6d7e8f"
 

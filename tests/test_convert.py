@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fetchkit import TESTDATA_FETCH, labelled_pages, shingle_f1
 
-from siftlib.convert import Document, convert, decode
+from siftlib.fetch.convert import Document, convert, decode
 
 BASE = "https://news.example/2026/03/tram"
 PAGES = labelled_pages()

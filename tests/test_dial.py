@@ -23,7 +23,7 @@ import httpx
 import pytest
 from gatewaykit import QuietServer
 
-from siftlib.dial import (
+from siftlib.net.dial import (
     LookupFailed,
     RedirectRefused,
     UpstreamRefused,

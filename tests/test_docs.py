@@ -52,7 +52,10 @@ IMPORTS_PROBE = """
 import sys
 from siftlib.cli import main
 code = main(sys.argv[1:])
-heavy = ("siftlib.server", "siftlib.wire", "siftlib.api", "http.server", "siftlib.bakeoff")
+heavy = (
+    "siftlib.gateway.server", "siftlib.gateway.wire", "siftlib.gateway.api", "http.server",
+    "siftlib.bakeoff",
+)
 print(" ".join(m for m in heavy if m in sys.modules) or "-")
 """
 

@@ -15,9 +15,15 @@ from fetchkit import PageServer, drip, hang, hostile_links, hostile_paragraphs, 
 
 from siftlib.config import FetchConfig
 from siftlib.errors import Blocked, Cancelled, FetchFailed, UnsupportedContent
-from siftlib.fetch import MAIN_CONTENT_MAX_BYTES, Fetcher, FetchRequest, FetchResult, HostSlots
+from siftlib.fetch.fetcher import (
+    MAIN_CONTENT_MAX_BYTES,
+    Fetcher,
+    FetchRequest,
+    FetchResult,
+    HostSlots,
+)
+from siftlib.fetch.workers import WorkerPool
 from siftlib.metrics import Metrics
-from siftlib.workers import WorkerPool
 
 ARTICLE = (
     "<html lang='en'><head><title>Café</title></head>"
@@ -318,7 +324,7 @@ def test_a_fault_of_our_own_is_counted_as_an_error_not_ok(monkeypatch: pytest.Mo
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("siftlib.workers.WorkerPool.run", broken)
+    monkeypatch.setattr("siftlib.fetch.workers.WorkerPool.run", broken)
     with (
         PageServer({"/a": page(ARTICLE.encode())}) as site,
         Fetcher(FetchConfig(allow=(site.allow,)), metrics=Metrics()) as fetch,
@@ -415,7 +421,7 @@ def worker_pids(pool: WorkerPool) -> set[int]:
 def test_the_deadline_covers_the_conversion_and_stops_it() -> None:
     """A page that costs seconds to convert ends at the fetch's deadline, its worker killed."""
     with (
-        WorkerPool(1, preload=("siftlib.convert",)) as pool,
+        WorkerPool(1, preload=("siftlib.fetch.convert",)) as pool,
         PageServer({"/": page(hostile_links(120_000))}) as site,
         Fetcher(FetchConfig(allow=(site.allow,), timeout=1.5), pool=pool) as fetch,
     ):
@@ -431,7 +437,7 @@ def test_the_deadline_covers_the_conversion_and_stops_it() -> None:
 def test_a_cancelled_fetch_stops_its_conversion() -> None:
     cancel = threading.Event()
     with (
-        WorkerPool(1, preload=("siftlib.convert",)) as pool,
+        WorkerPool(1, preload=("siftlib.fetch.convert",)) as pool,
         PageServer({"/": page(hostile_links(120_000))}) as site,
         Fetcher(FetchConfig(allow=(site.allow,)), pool=pool) as fetch,
     ):

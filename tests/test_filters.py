@@ -10,7 +10,7 @@ from fetchkit import PageServer, page
 from gatewaykit import Gateway, call, gateway
 
 from siftlib.config import FetchConfig
-from siftlib.convert import convert
+from siftlib.fetch.convert import convert
 
 TOKEN = "filters-token"
 PAGE = b"""<html lang="en"><head><title>Hinges</title></head><body>

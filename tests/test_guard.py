@@ -11,8 +11,8 @@ from fetchkit import Listener, PageServer, page, redirect
 
 from siftlib.config import FetchConfig
 from siftlib.errors import Blocked, FetchFailed, QueryError
-from siftlib.fetch import Fetcher, FetchRequest
-from siftlib.guard import Guard, parse_pinhole
+from siftlib.fetch.fetcher import Fetcher, FetchRequest
+from siftlib.fetch.guard import Guard, parse_pinhole
 
 ARTICLE = b"<html><head><title>ok</title></head><body><p>fine page</p></body></html>"
 

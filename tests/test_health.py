@@ -1,8 +1,8 @@
-"""The rolling per-source record behind `/healthz` (siftlib/health.py)."""
+"""The rolling per-source record behind `/healthz` (siftlib/search/health.py)."""
 
 from __future__ import annotations
 
-from siftlib.health import FAILING_AFTER, WINDOW, Health
+from siftlib.search.health import FAILING_AFTER, WINDOW, Health
 
 
 def test_a_source_never_seen_has_an_empty_record() -> None:

@@ -145,7 +145,10 @@ LISTING_PROBE = """
 import sys
 from siftlib.cli import main
 code = main(["mcp"])
-heavy = ("httpx", "siftlib.pipeline", "siftlib.fetch", "siftlib.store", "siftlib.server", "lxml")
+heavy = (
+    "httpx", "siftlib.search.pipeline", "siftlib.fetch.fetcher", "siftlib.store.sqlite",
+    "siftlib.gateway.server", "lxml",
+)
 sys.stderr.write("HEAVY " + (" ".join(m for m in heavy if m in sys.modules) or "-") + "\\n")
 sys.exit(code)
 """

@@ -22,7 +22,7 @@ from pdfkit import Pdf, Text, paragraph
 
 from siftlib.cli import main
 from siftlib.config import FetchConfig
-from siftlib.pdf import read_pdf
+from siftlib.fetch.pdf import read_pdf
 
 TOKEN = "pdf-token"
 INTRO = (
@@ -324,7 +324,7 @@ def _busy_worker(limit: float = 10.0) -> int:
             if (
                 int(fields[1]) != os.getpid()
                 or fields[0] != "R"
-                or b"siftlib.workers" not in command
+                or b"siftlib.fetch.workers" not in command
             ):
                 continue
             with contextlib.suppress(OSError), open(f"/proc/{entry}/maps") as maps:
@@ -388,7 +388,7 @@ def test_a_crashed_parser_is_one_failed_fetch(
 def test_a_parser_past_its_memory_limit_is_one_failed_fetch(
     gw: Gateway, site: PageServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("siftlib.fetch.PDF_MEMORY", 200 * 1024 * 1024)
+    monkeypatch.setattr("siftlib.fetch.fetcher.PDF_MEMORY", 200 * 1024 * 1024)
     status, body = scrape(gw, {"url": site.url + "/bomb.pdf"})
     assert status == 415, body
     assert body["error"] in (

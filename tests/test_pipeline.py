@@ -17,9 +17,9 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from siftlib.config import Secrets, load_config, load_secrets
-from siftlib.deadline import DeadlineClock
 from siftlib.errors import NoResultsError, QueryError
-from siftlib.pipeline import Searcher, SearchRequest, SourceOutcome
+from siftlib.net.deadline import DeadlineClock
+from siftlib.search.pipeline import Searcher, SearchRequest, SourceOutcome
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 KEYS = {"BRAVE_API_KEY": "brave-secret", "TAVILY_API_KEY": "tavily-secret"}
@@ -414,7 +414,7 @@ def test_upstream_connections_are_reused_across_searches(
 def test_uncapped_paid_credits_still_count_toward_the_daily_total(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
-    from siftlib.store import open_store
+    from siftlib.store.sqlite import open_store
 
     serve_all(httpserver)
     path = tmp_path / "config.toml"
@@ -449,7 +449,7 @@ def test_uncapped_paid_credits_still_count_toward_the_daily_total(
 def test_a_paid_2xx_answer_costs_its_credit_even_when_unusable(
     tmp_path: Path, httpserver: HTTPServer, status: int, paid: bytes, booked: int
 ) -> None:
-    from siftlib.store import open_store
+    from siftlib.store.sqlite import open_store
 
     httpserver.expect_request("/brave").respond_with_data(paid, status=status)
     httpserver.expect_request("/tavily", method="POST").respond_with_data(paid, status=status)
@@ -554,7 +554,7 @@ def test_an_unforeseen_exception_in_a_source_is_a_bad_response_logged_by_type(
     def explode(self: object, body: bytes) -> object:
         raise LookupError("tavily-secret quoted from the body")
 
-    monkeypatch.setattr("siftlib.sources.tavily.Tavily.parse", explode)
+    monkeypatch.setattr("siftlib.search.sources.tavily.Tavily.parse", explode)
     searcher = make_searcher(sources=("searxng", "tavily"))
     with caplog.at_level("WARNING", logger="sift"):
         response = searcher.search(SearchRequest(query="sqlite wal mode"))

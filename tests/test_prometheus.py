@@ -10,8 +10,8 @@ from gatewaykit import FakeUpstream, Gateway, call, gateway
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from siftlib.gateway.prometheus import CONTENT_TYPE, render, wants_prometheus
 from siftlib.metrics import Metrics
-from siftlib.prometheus import CONTENT_TYPE, render, wants_prometheus
 
 TOKEN = "tok-ops-5e6f"
 SCRAPER_ACCEPT = (

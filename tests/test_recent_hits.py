@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from siftlib.hits import Hit
-from siftlib.recent_hits import RecentHits
-from siftlib.store import Cached, Reservation, cache_key, open_sqlite, open_store
+from siftlib.search.hits import Hit
+from siftlib.store.recent import RecentHits
+from siftlib.store.sqlite import Cached, Reservation, cache_key, open_sqlite, open_store
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
 HITS = (Hit(url="https://a.example/x", title="A", snippet="first", score=0.03, source="searxng"),)

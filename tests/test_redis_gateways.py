@@ -16,8 +16,8 @@ from rediskit import RedisServer
 
 from siftlib.cli import main
 from siftlib.config import Secrets, load_config
-from siftlib.pipeline import Searcher, SearchRequest
-from siftlib.store import open_configured_store
+from siftlib.search.pipeline import Searcher, SearchRequest
+from siftlib.store.sqlite import open_configured_store
 
 PASSWORD = "pw-4c1d-never-shown"
 TOKENS = {"alice": "tok-alice", "bob": "tok-bob"}

@@ -11,11 +11,11 @@ import pytest
 from gatewaykit import wait_until
 from rediskit import RedisServer
 
-from siftlib import redis_store
 from siftlib.errors import StoreError
-from siftlib.hits import Hit
-from siftlib.redis_store import RedisStore, open_redis_store
-from siftlib.store import Cached, Reservation, cache_key
+from siftlib.search.hits import Hit
+from siftlib.store import redis as redis_store
+from siftlib.store.redis import RedisStore, open_redis_store
+from siftlib.store.sqlite import Cached, Reservation, cache_key
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
 DAY = "2025-11-30"

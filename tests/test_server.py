@@ -21,7 +21,7 @@ from gatewaykit import (
 
 from siftlib.cli import main
 from siftlib.errors import ConfigError
-from siftlib.server import check_open_mode, split_listen
+from siftlib.gateway.server import check_open_mode, split_listen
 
 TOKEN = "tok-ops-9f8e7d"
 FORBIDDEN_HIT_KEYS = {"markdown", "html", "rawHtml", "links", "screenshot", "summary", "json"}
@@ -796,8 +796,8 @@ def test_the_gateway_listens_on_ipv6_loopback(tmp_path: Path, searxng: FakeUpstr
     import threading
 
     from siftlib.config import Secrets, load_config
-    from siftlib.pipeline import Searcher
-    from siftlib.server import GatewayServer
+    from siftlib.gateway.server import GatewayServer
+    from siftlib.search.pipeline import Searcher
 
     config = load_config(str(write_config(tmp_path, searxng=searxng.url)))
     searcher = Searcher(config, Secrets({}, environ={}))

@@ -295,7 +295,7 @@ def test_a_gateway_exiting_early_stops_its_starting_conversion_workers(tmp_path:
 import sys
 from siftlib.commands import serve
 from siftlib.config import load_config
-from siftlib.fetch import conversion_pool
+from siftlib.fetch.fetcher import conversion_pool
 from siftlib.metrics import Metrics
 
 serve.open_fetcher(load_config({str(tmp_path / "config.toml")!r}), Metrics())

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from gatewaykit import FakeUpstream, Gateway, gateway, raw_exchange, status_of
 
-from siftlib.server import is_local_host
+from siftlib.gateway.server import is_local_host
 
 TOKEN = "tok-ops-9f8e7d"
 BODY = b'{"query": "sqlite wal"}'

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from siftlib.sources import SOURCES, BadResponse, Unresponsive
-from siftlib.sources.brave_llm import BraveLLM
-from siftlib.sources.searxng import SearXNG
-from siftlib.sources.tavily import Tavily, agent_request
+from siftlib.search.sources import SOURCES, BadResponse, Unresponsive
+from siftlib.search.sources.brave_llm import BraveLLM
+from siftlib.search.sources.searxng import SearXNG
+from siftlib.search.sources.tavily import Tavily, agent_request
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 REAL_DIRS = {"searxng": "searxng", "brave_llm": "brave", "tavily": "tavily"}

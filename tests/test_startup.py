@@ -21,8 +21,8 @@ PROBE = """
 import sys
 from siftlib.cli import main
 code = main(sys.argv[1:])
-heavy = ("httpx", "siftlib.dial", "siftlib.server", "logging", "dataclasses", "inspect",
-         "concurrent.futures", "shutil", "platformdirs", "siftlib.guard")
+heavy = ("httpx", "siftlib.net.dial", "siftlib.gateway.server", "logging", "dataclasses", "inspect",
+         "concurrent.futures", "shutil", "platformdirs", "siftlib.fetch.guard")
 print("loaded:", ",".join(m for m in heavy if m in sys.modules))
 sys.exit(code)
 """
@@ -55,7 +55,7 @@ def test_a_cache_hit_imports_no_http_client_and_a_miss_does(
     config = write_config(tmp_path, httpserver.url_for("/").rstrip("/"))
     miss = search(config, "sqlite wal mode")
     assert miss.returncode == 0, miss.stderr
-    assert "loaded: httpx,siftlib.dial,logging," in miss.stdout
+    assert "loaded: httpx,siftlib.net.dial,logging," in miss.stdout
     hit = search(config, "sqlite wal mode")
     assert hit.returncode == 0, hit.stderr
     assert hit.stdout.endswith("loaded: \n")

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from siftlib import store as store_module
 from siftlib.errors import StoreError
-from siftlib.hits import Hit
-from siftlib.store import Reservation, SQLiteStore, cache_key, open_sqlite
+from siftlib.search.hits import Hit
+from siftlib.store import sqlite as store_module
+from siftlib.store.sqlite import Reservation, SQLiteStore, cache_key, open_sqlite
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
 HITS = (

@@ -12,11 +12,11 @@ import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from siftlib import store as store_module
 from siftlib.config import Secrets, load_config
 from siftlib.errors import NoResultsError
-from siftlib.pipeline import Searcher, SearchRequest, SearchResponse
-from siftlib.store import SQLiteStore, open_store
+from siftlib.search.pipeline import Searcher, SearchRequest, SearchResponse
+from siftlib.store import sqlite as store_module
+from siftlib.store.sqlite import SQLiteStore, open_store
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
 FIXTURES = Path(__file__).resolve().parent.parent / "testdata"

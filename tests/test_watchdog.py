@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from siftlib.watchdog import Watchdog
+from siftlib.gateway.watchdog import Watchdog
 
 
 @pytest.fixture

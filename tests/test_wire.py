@@ -9,8 +9,8 @@ from http import HTTPStatus
 
 import pytest
 
-from siftlib import wire
-from siftlib.wire import BadHead, RequestLine
+from siftlib.gateway import wire
+from siftlib.gateway.wire import BadHead, RequestLine
 
 
 def test_a_request_line_splits_into_method_path_and_version() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from siftlib.workers import WorkCancelled, WorkerPool, WorkFailed, WorkTimeout
+from siftlib.fetch.workers import WorkCancelled, WorkerPool, WorkFailed, WorkTimeout
 
 PID = b"__import__('os').getpid()"
 

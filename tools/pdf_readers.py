@@ -115,7 +115,7 @@ def pdfminer(data: bytes) -> list[str]:
 
 
 def sift(data: bytes) -> list[str]:
-    from siftlib.pdf import read_pdf
+    from siftlib.fetch.pdf import read_pdf
 
     return read_pdf(data, max_pages=1000).text.split("\n\n\f\n")
 

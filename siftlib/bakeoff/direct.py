@@ -1,8 +1,8 @@
 """Configuration 4, `tavily-direct`: Tavily called the way an agent's own Tavily tool calls it.
 
 No sift pipeline: no fan-out, fusion or cache — one `POST` with the body an agent's Tavily
-web-search tool sends (`siftlib.sources.tavily.agent_request`, the wire format's home). It goes
-through `Searcher.call`, which hands the key to that builder itself, so the SSRF
+web-search tool sends (`siftlib.search.sources.tavily.agent_request`, the wire format's home).
+It goes through `Searcher.call`, which hands the key to that builder itself, so the SSRF
 boundary, `search.timeout`, the body limits, the daily cap and the credit rules are the
 pipeline's own: `usage.credits` of a 2xx answer, 1 when absent (agents do not ask for
 `usage`), nothing for a non-2xx answer. Hits are kept in Tavily's order.
@@ -13,9 +13,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from siftlib.hits import Hit
-from siftlib.pipeline import Searcher
-from siftlib.sources import tavily
+from siftlib.search.hits import Hit
+from siftlib.search.pipeline import Searcher
+from siftlib.search.sources import tavily
 
 NAME = "tavily"
 

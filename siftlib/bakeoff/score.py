@@ -35,8 +35,8 @@ from urllib.parse import urlsplit
 
 from siftlib.bakeoff.blind import JUDGMENTS, JUDGMENTS_HEADER, read_key
 from siftlib.bakeoff.rundir import TARGETS, Run, read_run
-from siftlib.canonical_url import canonical_url
 from siftlib.errors import BakeoffError
+from siftlib.search.canonical_url import canonical_url
 
 OPEN = "open"
 _DOMAIN = re.compile(r"^[a-z0-9_-]+(\.[a-z0-9_-]+)*$")

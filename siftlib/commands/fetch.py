@@ -22,7 +22,7 @@ from siftlib.errors import (
     UnreachableError,
 )
 
-# `siftlib.scrape.NATIVE_FORMATS`, spelled out so that building the parser imports no httpx
+# `siftlib.gateway.scrape.NATIVE_FORMATS`, spelled out so that building the parser imports no httpx
 # (a test keeps the two equal).
 FORMATS = ("markdown", "text", "html", "links")
 
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         client = None if args.local else load_client_config(args.server)
         if client is not None:
-            from siftlib.client import fetch_remote
+            from siftlib.gateway.client import fetch_remote
 
             envelope = fetch_remote(client.url, client.token, body, timeout=75.0)
         else:
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _fetch_local(args: argparse.Namespace) -> dict[str, Any]:
     from siftlib.config import load_config
-    from siftlib.fetch import Fetcher, FetchRequest
+    from siftlib.fetch.fetcher import Fetcher, FetchRequest
 
     config = load_config(args.config)
     if not config.fetch.enabled:

@@ -5,7 +5,7 @@ sift init --dir /etc/sift # /etc/sift/config.toml and /etc/sift/secret.env
 sift init --searxng http://127.0.0.1:8888   # probe that SearXNG, then enable it
 
 With `--searxng URL`, one search is sent to that SearXNG first, as the gateway will send it
-(`siftlib.probe`): on success the source is written enabled, into the new config, or into the
+(`siftlib.search.probe`): on success the source is written enabled, into the new config, or into the
 existing one (only `[search.searxng]`'s `enabled` and `url` change); on a refusal one sentence
 says the SearXNG setting to change, and nothing is written.
 
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             why = "is not an http:// or https:// URL with a host"
             print(f"sift init: --searxng {url!r} {why}", file=sys.stderr)
             return 2
-        from siftlib.probe import probe_searxng
+        from siftlib.search.probe import probe_searxng
 
         try:
             probe = probe_searxng(url)

@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         client = None if args.local else load_client_config(args.server)
         if client is not None:
-            from siftlib.client import search_remote
+            from siftlib.gateway.client import search_remote
 
             envelope = search_remote(client.url, client.token, query, k=args.k, timeout=30.0)
         else:
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _search_local(args: argparse.Namespace, query: str) -> dict[str, Any]:
     from siftlib.config import load_config
-    from siftlib.pipeline import SearchRequest, open_searcher
+    from siftlib.search.pipeline import SearchRequest, open_searcher
 
     config = load_config(args.config)
     if not config.enabled_sources:

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from siftlib.config import Config
-    from siftlib.fetch import Fetcher
+    from siftlib.fetch.fetcher import Fetcher
+    from siftlib.gateway.server import GatewayServer
     from siftlib.metrics import Metrics
-    from siftlib.server import GatewayServer
-    from siftlib.store import Store
+    from siftlib.store.sqlite import Store
 
 # The margin past the per-source timeout: fan-out, merge, cache write and the answer itself.
 DEADLINE_MARGIN = 2.0
@@ -59,11 +59,11 @@ def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT; exit 0 after in-flight requests have finished."""
     from siftlib.config import load_config, load_secrets
     from siftlib.errors import ConfigError
+    from siftlib.gateway.server import FETCH_MARGIN, GatewayServer, check_open_mode, split_listen
     from siftlib.logs import configure_logging
     from siftlib.metrics import Metrics
-    from siftlib.pipeline import Searcher
-    from siftlib.server import FETCH_MARGIN, GatewayServer, check_open_mode, split_listen
-    from siftlib.store import open_configured_store
+    from siftlib.search.pipeline import Searcher
+    from siftlib.store.sqlite import open_configured_store
 
     configure_logging()
     try:
@@ -168,8 +168,8 @@ class Reloader:
         """Load the config again and apply it, or log why not and keep the running one."""
         from siftlib.config import load_config, load_secrets
         from siftlib.errors import ConfigError
-        from siftlib.pipeline import Searcher
-        from siftlib.server import FETCH_MARGIN, check_open_mode
+        from siftlib.gateway.server import FETCH_MARGIN, check_open_mode
+        from siftlib.search.pipeline import Searcher
 
         log = logging.getLogger("sift")
         with self._lock:
@@ -269,7 +269,7 @@ def open_fetcher(config: Config, metrics: Metrics) -> Fetcher | None:
     """
     if not config.fetch.enabled:
         return None
-    from siftlib.fetch import Fetcher, conversion_pool
+    from siftlib.fetch.fetcher import Fetcher, conversion_pool
 
     conversion_pool().start()
     return Fetcher(config.fetch, metrics=metrics, restricted=config.permit_restricted)
@@ -282,6 +282,6 @@ def describe(config: Config, store: Store) -> str:
     fault = f" ({problem})" if problem else ""
     if config.store_kind == "sqlite":
         return f"sources: {sources}; store: SQLite {config.db}{fault}"
-    from siftlib.redis_store import describe_url
+    from siftlib.store.redis import describe_url
 
     return f"sources: {sources}; store: redis {describe_url(config.store)}{fault}"

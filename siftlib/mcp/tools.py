@@ -50,8 +50,8 @@ from siftlib.errors import SiftError
 from siftlib.mcp.protocol import ArgumentError, Tool, ToolResult
 
 if TYPE_CHECKING:
-    from siftlib.fetch import Fetcher
-    from siftlib.pipeline import Searcher
+    from siftlib.fetch.fetcher import Fetcher
+    from siftlib.search.pipeline import Searcher
     from siftlib.skills.session import Session
 
 log = logging.getLogger("sift.mcp")
@@ -260,13 +260,13 @@ class Toolbox:
         try:
             client = None if self.where.local else _client_config(self.where.server)
             if client is not None:
-                from siftlib.client import search_remote
+                from siftlib.gateway.client import search_remote
 
                 envelope = search_remote(
                     client.url, client.token, query, k=limit, timeout=SEARCH_TIMEOUT
                 )
             else:
-                from siftlib.pipeline import SearchRequest
+                from siftlib.search.pipeline import SearchRequest
 
                 request = SearchRequest(query=query, k=limit)
                 response = self._open_searcher().search(request, cancel=cancel)
@@ -300,11 +300,11 @@ class Toolbox:
         try:
             client = None if self.where.local else _client_config(self.where.server)
             if client is not None:
-                from siftlib.client import fetch_remote
+                from siftlib.gateway.client import fetch_remote
 
                 envelope = fetch_remote(client.url, client.token, asked, timeout=FETCH_TIMEOUT)
             else:
-                from siftlib.fetch import FetchRequest
+                from siftlib.fetch.fetcher import FetchRequest
 
                 fetched = self._open_fetcher().fetch(FetchRequest(**asked), cancel=cancel)
                 envelope = fetched.to_native()
@@ -361,7 +361,7 @@ class Toolbox:
                 from siftlib.commands.search import ENABLE_KEYS
                 from siftlib.config import load_config
                 from siftlib.errors import ConfigError
-                from siftlib.pipeline import open_searcher
+                from siftlib.search.pipeline import open_searcher
 
                 config = load_config(self.where.config)
                 if not config.enabled_sources:
@@ -381,7 +381,7 @@ class Toolbox:
             if self._fetcher is None:
                 from siftlib.config import load_config
                 from siftlib.errors import ConfigError
-                from siftlib.fetch import Fetcher
+                from siftlib.fetch.fetcher import Fetcher
 
                 config = load_config(self.where.config)
                 if not config.fetch.enabled:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from siftlib.deadline import DeadlineClock
+from siftlib.net.deadline import DeadlineClock
 from siftlib.skills.cache import SessionCache
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.consent import RerankSettings

@@ -17,8 +17,8 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from siftlib.config import load_config, load_secrets
-from siftlib.pipeline import Searcher
-from siftlib.store import open_store
+from siftlib.search.pipeline import Searcher
+from siftlib.store.sqlite import open_store
 
 QUERIES = [
     "sqlite wal mode",

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import httpx  # noqa: E402
 from gatewaykit import FakeUpstream, searxng_body  # noqa: E402
 
-from siftlib.dial import open_upstream  # noqa: E402
+from siftlib.net.dial import open_upstream  # noqa: E402
 
 ROUNDS = 7
 REQUESTS = 300

@@ -38,9 +38,9 @@ from fetchkit import (  # noqa: E402
     without_link_targets,
 )
 
-from siftlib import convert as converting  # noqa: E402
 from siftlib.config import FetchConfig  # noqa: E402
-from siftlib.fetch import Fetcher  # noqa: E402
+from siftlib.fetch import convert as converting  # noqa: E402
+from siftlib.fetch.fetcher import Fetcher  # noqa: E402
 
 ROUNDS = 7
 CONVERSIONS = 41

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from gatewaykit import FakeUpstream, searxng_body  # noqa: E402
 
 from siftlib.config import Secrets, load_config  # noqa: E402
-from siftlib.pipeline import Searcher, SearchRequest  # noqa: E402
+from siftlib.search.pipeline import Searcher, SearchRequest  # noqa: E402
 
 ROUNDS = 15
 TAVILY = b'{"results": [{"url": "https://t.example/1", "title": "T", "content": "t", "score": 1}]}'

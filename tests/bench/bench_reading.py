@@ -85,7 +85,7 @@ def pages() -> list[dict[str, object]]:
 
 
 def sift(body: bytes, url: str) -> str:
-    from siftlib.convert import convert
+    from siftlib.fetch.convert import convert
 
     return convert(body, content_type="text/html", media_type="text/html", url=url).content
 
@@ -93,7 +93,7 @@ def sift(body: bytes, url: str) -> str:
 def trafilatura_alone(body: bytes, url: str) -> str:
     import trafilatura
 
-    from siftlib.convert import decode
+    from siftlib.fetch.convert import decode
 
     return trafilatura.extract(decode(body, "text/html", html_page=True), url=url) or ""
 

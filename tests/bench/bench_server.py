@@ -72,9 +72,9 @@ server.serve_forever()
 CANNED_SERVER = r"""
 import sys
 from siftlib.config import load_config, load_secrets
-from siftlib.pipeline import Searcher, SearchRequest
+from siftlib.search.pipeline import Searcher, SearchRequest
 from siftlib.logs import configure_logging
-from siftlib.server import GatewayServer
+from siftlib.gateway.server import GatewayServer
 configure_logging()
 config = load_config(sys.argv[1])
 secrets = load_secrets(config.secret_env)

@@ -26,9 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from siftlib import store as store_module  # noqa: E402
-from siftlib.hits import Hit  # noqa: E402
-from siftlib.store import cache_key, open_sqlite, open_store  # noqa: E402
+from siftlib.search.hits import Hit  # noqa: E402
+from siftlib.store import sqlite as store_module  # noqa: E402
+from siftlib.store.sqlite import cache_key, open_sqlite, open_store  # noqa: E402
 
 NOW = 1_764_475_200.0
 DAY = "2025-11-30"

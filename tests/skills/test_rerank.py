@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from siftlib.deadline import DeadlineClock
+from siftlib.net.deadline import DeadlineClock
 from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.decide import Decision, Reason

@@ -2,7 +2,7 @@
 
 The pipeline sees only the `Store` protocol below. `open_store` gives the embedded default:
 `SQLiteStore`, one file (`server.db`, WAL) shared by every command and every sift process on
-the host, behind `RecentHits` (`siftlib.recent_hits`), which answers recent hits from memory:
+the host, behind `RecentHits` (`siftlib.store.recent`), which answers recent hits from memory:
 
     store = open_store(config.db)
     key = cache_key(query=q, sources=["searxng", "tavily"], k=8, merge="rrf",
@@ -103,8 +103,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar
 
 from siftlib.errors import StoreError
-from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
+from siftlib.search.hits import Hit
 
 if TYPE_CHECKING:
     from siftlib.config import Config, Secrets
@@ -420,8 +420,8 @@ def open_configured_store(config: Config, secrets: Secrets) -> Store:
     """Open the store `[server] store` names, behind the memory front of recent hits."""
     if config.store == "sqlite":
         return open_store(config.db)
-    from siftlib.recent_hits import RecentHits
-    from siftlib.redis_store import PASSWORD_KEY, open_redis_store
+    from siftlib.store.recent import RecentHits
+    from siftlib.store.redis import PASSWORD_KEY, open_redis_store
 
     return RecentHits(
         open_redis_store(
@@ -436,7 +436,7 @@ def open_configured_store(config: Config, secrets: Secrets) -> Store:
 
 def open_store(path: Path) -> Store:
     """Open the store file (created with its schema if needed) behind the memory front."""
-    from siftlib.recent_hits import RecentHits
+    from siftlib.store.recent import RecentHits
 
     return RecentHits(open_sqlite(path))
 

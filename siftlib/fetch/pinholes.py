@@ -3,7 +3,7 @@
     hole = parse_pinhole("[::1]:8080")        # Pinhole(host="::1", port=8080, ip=...)
     hole.matches("::1", 8080)                 # True
 
-The guard (`siftlib.guard`) lets a matching hop through; the config only checks the entries
+The guard (`siftlib.fetch.guard`) lets a matching hop through; the config only checks the entries
 parse, so `sift search` with a pinhole configured loads no HTTP stack (issue 43: it made every
 cached search 3-5x slower).
 """

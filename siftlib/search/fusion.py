@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from siftlib.canonical_url import canonical_url
-from siftlib.hits import Hit
+from siftlib.search.canonical_url import canonical_url
+from siftlib.search.hits import Hit
 
 RRF_K = 60
 

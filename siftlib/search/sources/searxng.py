@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from siftlib.hits import Hit, iso_date
-from siftlib.sources.base import (
+from siftlib.search.hits import Hit, iso_date
+from siftlib.search.sources.base import (
     Answer,
     QueryNotes,
     Source,

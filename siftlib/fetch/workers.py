@@ -57,7 +57,7 @@ _HEADER = struct.Struct("!Q")
 _NICE = 10
 # How often a caller waiting with a `cancel` event looks at it (a wait with none never wakes).
 _CANCEL_POLL = 0.05
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class WorkError(Exception):
@@ -86,7 +86,7 @@ class _Worker:
     def __init__(self, preload: Sequence[str]) -> None:
         code = (
             f"import sys; sys.path.insert(0, {_ROOT!r}); "
-            f"from siftlib.workers import serve; serve({tuple(preload)!r})"
+            f"from siftlib.fetch.workers import serve; serve({tuple(preload)!r})"
         )
         self.process = subprocess.Popen(
             [sys.executable, "-c", code],

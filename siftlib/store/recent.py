@@ -18,8 +18,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from siftlib.hits import Hit
-from siftlib.store import Cached, Reservation, Store, expiry
+from siftlib.search.hits import Hit
+from siftlib.store.sqlite import Cached, Reservation, Store, expiry
 
 ENTRIES = 1024
 

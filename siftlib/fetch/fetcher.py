@@ -4,11 +4,11 @@
         result = fetcher.fetch(FetchRequest(url="https://example.org/post"))
         print(result.title, result.content)      # markdown of the main content
 
-`Fetcher.fetch` = `Fetcher.read` (the network, this module) + `siftlib.convert` (the page).
+`Fetcher.fetch` = `Fetcher.read` (the network, this module) + `siftlib.fetch.convert` (the page).
 
 One fetch, under **one wall-clock deadline** (`min(request timeout, fetch.timeout)`):
-- each hop is vetted by `siftlib.guard` (scheme, names, every resolved address public, or an
-  `allow` pinhole) and dialled through `siftlib.dial.pinned_transport` to exactly the vetted
+- each hop is vetted by `siftlib.fetch.guard` (scheme, names, every resolved address public, or an
+  `allow` pinhole) and dialled through `siftlib.net.dial.pinned_transport` to exactly the vetted
   addresses, with SNI and certificate verification for the URL's host (system roots, no
   override). Redirects (301, 302, 303, 307, 308) are followed here, at most `max_redirects`,
   each hop re-vetted and re-pinned; a redirect past that is refused before it is sent;
@@ -58,15 +58,6 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from siftlib.challenge import challenge_of
-from siftlib.dial import (
-    CANCEL_POLL,
-    Connector,
-    Resolver,
-    current_cancel,
-    pinned_transport,
-    wall_clock,
-)
 from siftlib.errors import (
     Blocked,
     BlockedBySite,
@@ -76,15 +67,24 @@ from siftlib.errors import (
     UnreadableContent,
     UnsupportedContent,
 )
-from siftlib.guard import Guard, Hop
-from siftlib.workers import WorkCancelled, WorkerPool, WorkFailed, WorkTimeout
+from siftlib.fetch.challenge import challenge_of
+from siftlib.fetch.guard import Guard, Hop
+from siftlib.fetch.workers import WorkCancelled, WorkerPool, WorkFailed, WorkTimeout
+from siftlib.net.dial import (
+    CANCEL_POLL,
+    Connector,
+    Resolver,
+    current_cancel,
+    pinned_transport,
+    wall_clock,
+)
 
 if TYPE_CHECKING:
-    from siftlib.browser.renderer import Renderer
     from siftlib.config import FetchConfig
-    from siftlib.convert import Document
+    from siftlib.fetch.browser.renderer import Renderer
+    from siftlib.fetch.convert import Document
+    from siftlib.fetch.pdf import PdfRead
     from siftlib.metrics import Metrics
-    from siftlib.pdf import PdfRead
 
 __all__ = ["FetchRequest", "FetchResult", "Fetcher", "Page"]
 
@@ -121,7 +121,7 @@ POOL_SIZE = max(2, min(4, os.cpu_count() or 2))
 CONVERT_MEMORY = 1 << 30
 PDF_MEMORY = 1 << 30  # a PDF reader's address space: a 10 MiB PDF of text reads in 200 MB
 MAIN_CONTENT_MAX_BYTES = 1 << 20
-_PRELOAD = ("siftlib.fetch", "siftlib.convert", "trafilatura")
+_PRELOAD = ("siftlib.fetch.fetcher", "siftlib.fetch.convert", "trafilatura")
 _POOL: WorkerPool | None = None
 _POOL_LOCK = threading.Lock()
 
@@ -137,7 +137,7 @@ class FetchRequest:
     max_chars: int | None = None
     timeout: float | None = None  # seconds; capped by fetch.timeout
     caller: str = "local"
-    include: tuple[str, ...] = ()  # CSS selectors: keep only these elements (siftlib.filters)
+    include: tuple[str, ...] = ()  # CSS selectors: keep only these elements (siftlib.fetch.filters)
     exclude: tuple[str, ...] = ()  # CSS selectors: remove these elements
     pdf: bool = True  # read a PDF's text; False: the file itself, base64 (`parsers: []`)
     pdf_max_pages: int | None = None  # at most fetch.pdf_max_pages
@@ -241,7 +241,7 @@ class _Converted:
 
 def convert_page(body: bytes, shape: _Shape) -> _Converted:
     """Convert a body as asked, every format cut at `max_chars`: run in a conversion worker."""
-    from siftlib.convert import convert
+    from siftlib.fetch.convert import convert
 
     warnings = []
     main_content = shape.main_content
@@ -278,7 +278,7 @@ def _read_pdf(
     pool: WorkerPool, body: bytes, pages: int, deadline: float, cancel: threading.Event | None
 ) -> PdfRead:
     """Read a PDF in a worker; what it cannot read is `UnreadableContent` with the reason."""
-    from siftlib.pdf import read_pdf
+    from siftlib.fetch.pdf import read_pdf
 
     try:
         read = pool.run(read_pdf, body, pages, deadline=deadline, memory=PDF_MEMORY, cancel=cancel)
@@ -368,7 +368,7 @@ class Fetcher:
         self._lock = threading.Lock()
         self.renderer: Renderer | None = None  # the browser, when `[fetch.browser]` is on
         if settings.browser.enabled:
-            from siftlib.browser.renderer import Renderer
+            from siftlib.fetch.browser.renderer import Renderer
 
             self.renderer = Renderer(
                 settings.browser, guard=self.guard, metrics=metrics, connect=connect
@@ -530,7 +530,7 @@ class Fetcher:
         deadline: float,
         cancel: threading.Event | None,
     ) -> FetchResult:
-        """Read a PDF's text in a conversion worker (`siftlib.pdf`), or its bytes as base64."""
+        """Read a PDF's text in a conversion worker (siftlib.fetch.pdf), or its bytes in base64."""
         if page.truncated:
             raise UnreadableContent(
                 f"the PDF is larger than max_bytes ({self.settings.max_bytes} bytes)"

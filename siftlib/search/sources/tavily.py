@@ -19,8 +19,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from siftlib.hits import Hit, iso_date
-from siftlib.sources.base import (
+from siftlib.search.hits import Hit, iso_date
+from siftlib.search.sources.base import (
     Answer,
     BadResponse,
     Source,

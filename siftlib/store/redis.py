@@ -12,7 +12,7 @@ and so shares the cache and, above all, the daily caps:
         ...
         store.settle(reservation, actual=credits)
 
-It implements the `Store` protocol of `siftlib.store` (its terms are in that docstring) and,
+It implements the `Store` protocol of `siftlib.store.sqlite` (its terms are in that docstring) and,
 like SQLite, sits behind `RecentHits`, which answers recent hits from memory.
 
 Decisions (store.md §2, and where it is silent):
@@ -72,9 +72,9 @@ from redis.retry import Retry
 
 from siftlib.config import SOURCE_ORDER
 from siftlib.errors import StoreError
-from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
-from siftlib.store import Cached, Reservation, decode_hits, encode_hits, expiry
+from siftlib.search.hits import Hit
+from siftlib.store.sqlite import Cached, Reservation, decode_hits, encode_hits, expiry
 
 log = LazyLogger("sift")
 

@@ -42,7 +42,7 @@ Decisions the spec leaves open:
   kind (a status counts as its number) and one WARNING line `source <name> failed: <kind>`
   on the `sift.source` logger, never the query, a host or a URL (`sift search`, which prints
   the warnings itself, holds that logger to ERROR). A partial answer is a warning, not a failure.
-- Health (`siftlib.health`): each call's outcome and latency, and each `dns failed` or
+- Health (`siftlib.search.health`): each call's outcome and latency, and each `dns failed` or
   `upstream refused` skip, go into the rolling per-source record `/healthz` reports.
 - SearXNG's answers, suggestions and corrections go into the native envelope (`answers`,
   `suggestions`, `corrections`, each only when not empty) and nowhere else; a cache hit has
@@ -59,23 +59,23 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
-from siftlib.deadline import DeadlineClock
 from siftlib.errors import Cancelled, NoResultsError, StoreError
-from siftlib.health import Health
-from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
 from siftlib.metrics import Metrics
-from siftlib.query import check_k, normalise_query
-from siftlib.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
-from siftlib.store import Reservation, cache_key, open_configured_store
+from siftlib.net.deadline import DeadlineClock
+from siftlib.search.health import Health
+from siftlib.search.hits import Hit
+from siftlib.search.query import check_k, normalise_query
+from siftlib.search.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
+from siftlib.store.sqlite import Reservation, cache_key, open_configured_store
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
 
     import httpx
 
-    from siftlib.dial import Upstream
-    from siftlib.store import Store
+    from siftlib.net.dial import Upstream
+    from siftlib.store.sqlite import Store
 
 log = LazyLogger("sift")
 source_log = LazyLogger("sift.source")  # a failed source, for the operator's log
@@ -260,7 +260,7 @@ class Searcher:
             if adapter.key_name and key is None:
                 log.warning("search.%s: missing key (%s)", source.name, adapter.key_name)
         if allow_private_upstreams and any(s.must_be_public for s in config.enabled_sources):
-            from siftlib.dial import announce_allow_private
+            from siftlib.net.dial import announce_allow_private
 
             announce_allow_private()
 
@@ -298,7 +298,7 @@ class Searcher:
         with self._opening:
             upstream = self._upstreams.get(name)
             if upstream is None:
-                from siftlib.dial import open_upstream
+                from siftlib.net.dial import open_upstream
 
                 source = self.config.source(name)
                 upstream = self._upstreams[name] = open_upstream(
@@ -498,7 +498,7 @@ class Searcher:
             self._log(request, query, planned, 0, "miss", 0)
             raise NoResultsError("no search results: every source failed", warnings)
 
-        from siftlib import fusion  # a cache hit merges nothing
+        from siftlib.search import fusion  # a cache hit merges nothing
 
         merge_started = time.monotonic()
         if rerank:
@@ -643,7 +643,7 @@ class Searcher:
         if cancel is None:
             self.deadline_clock.wait(futures.values(), until=deadline)
         else:
-            from siftlib.dial import CANCEL_POLL
+            from siftlib.net.dial import CANCEL_POLL
 
             clock = self.deadline_clock
             while not cancel.is_set() and clock.now() < deadline:
@@ -677,7 +677,7 @@ class Searcher:
         cancel: threading.Event | None = None,
     ) -> SourceOutcome:
         """Run one source's part of a search on a worker thread, with its latency."""
-        from siftlib.dial import wall_clock
+        from siftlib.net.dial import wall_clock
 
         started = self.deadline_clock.now()
         # The deadline is on `deadline_clock` (a test's may not be monotonic): only the cancel.
@@ -689,7 +689,7 @@ class Searcher:
         self, name: str, query: str, k: int, deadline: float, pages: _Pages
     ) -> SourceOutcome:
         """Call a source for page 1, then for further pages while they may fill `k`."""
-        from siftlib import fusion
+        from siftlib.search import fusion
 
         adapter = self._sources[name]
         outcome = self._call(name, self._request(name, query, k), deadline)
@@ -736,7 +736,7 @@ class Searcher:
         """Send a source's request and map its answer; never raises."""
         import httpx
 
-        from siftlib.dial import LookupFailed, UpstreamRefused, current_cancel
+        from siftlib.net.dial import LookupFailed, UpstreamRefused, current_cancel
 
         adapter = self._sources[name]
         charged = 0  # a provider bills a 2xx answer, usable or not

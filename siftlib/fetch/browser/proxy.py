@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from urllib.parse import urlsplit
 
-from siftlib.dial import Connector
 from siftlib.errors import Blocked, FetchFailed, QueryError
-from siftlib.guard import Guard
+from siftlib.fetch.guard import Guard
+from siftlib.net.dial import Connector
 
 __all__ = ["Refusal", "RenderProxy", "held_by_tree", "tree"]
 

@@ -319,7 +319,7 @@ def convert_html(
     """Convert an HTML page (already decoded); each of `formats` lands in `Document.also`.
 
     `include`/`exclude` are CSS selectors applied before anything else is dropped
-    (`siftlib.filters`); with `include`, its matches are the content as they are.
+    (`siftlib.fetch.filters`); with `include`, its matches are the content as they are.
     """
     tree = _parse(text)
     if tree is None:
@@ -333,7 +333,7 @@ def convert_html(
     converted = {"raw_html": text, "links": "\n".join(document.links)}
     if set(formats) - set(converted):
         if include or exclude:
-            from siftlib.filters import keep_and_drop
+            from siftlib.fetch.filters import keep_and_drop
 
             tree = keep_and_drop(tree, include=include, exclude=exclude)
             main_content = main_content and not include

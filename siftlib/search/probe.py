@@ -35,8 +35,8 @@ def probe_searxng(url: str, *, timeout: float = DEADLINE) -> Probe:
     """Search `url` once as sift would; raise `ProbeFailed` saying what to change."""
     import httpx
 
-    from siftlib.sources.base import BadResponse, Unresponsive
-    from siftlib.sources.searxng import SearXNG
+    from siftlib.search.sources.base import BadResponse, Unresponsive
+    from siftlib.search.sources.searxng import SearXNG
 
     source = SearXNG(url)
     request = source.build_request(PROBE_QUERY, k=1, key=None)

@@ -7,7 +7,7 @@
 No socket and no server here: the gateway decodes the JSON body, calls these, and writes.
 
 Decisions the spec leaves open:
-- A challenge or block page (`siftlib.challenge`) is a 403 `blocked by the site`, the site's
+- A challenge or block page (`siftlib.fetch.challenge`) is a 403 `blocked by the site`, the site's
   status in `metadata.statusCode` (at the top and in `data.metadata`, where a success has
   it; natively `status`): firecrawl-py reads a 403 as "website not supported".
 - Error codes are the spec's labels, word for word: `invalid url`, `blocked`,
@@ -17,7 +17,7 @@ Decisions the spec leaves open:
 - `/v2/scrape` accepts and ignores what Firecrawl's SDK sends by default (`origin`,
   `onlyMainContent`'s companions, `headers` — never forwarded —, `maxAge`,
   `storeInCache`, `parsers`, …); `timeout` is milliseconds. `includeTags`/`excludeTags`
-  (`/v1/fetch`: `include`/`exclude`) are CSS selectors, checked here (`siftlib.filters`).
+  (`/v1/fetch`: `include`/`exclude`) are CSS selectors, checked here (`siftlib.fetch.filters`).
   `waitFor` (ms) is waited after load only when the page is rendered; it never slows a
   static page. Formats other than `markdown`, `html`, `rawHtml`, `links` (and `screenshot`,
   a PNG data URL, when the gateway has its browser on: it renders the page) and the options
@@ -37,7 +37,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from siftlib import filters
 from siftlib.errors import (
     Blocked,
     BlockedBySite,
@@ -46,7 +45,8 @@ from siftlib.errors import (
     UnreadableContent,
     UnsupportedContent,
 )
-from siftlib.fetch import FetchRequest, FetchResult
+from siftlib.fetch import filters
+from siftlib.fetch.fetcher import FetchRequest, FetchResult
 
 __all__ = ["ScrapeRequest", "failure", "firecrawl_answer", "firecrawl_request", "native_request"]
 

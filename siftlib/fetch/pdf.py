@@ -6,7 +6,7 @@
     read.markdown, read.text, read.title, read.author, read.num_pages, read.warnings
 
 PDFium (C++) reads hostile bytes, so the fetcher runs `read_pdf` in a conversion worker
-process (`siftlib.workers`) with a memory limit, killed at the fetch's deadline: a crash, a
+process (`siftlib.fetch.workers`) with a memory limit, killed at the fetch's deadline: a crash, a
 hang or a memory blow-up costs that one fetch. Everything here returns a `PdfRead`, never
 raises: every way a PDF cannot be read is a sentence (`problem`).
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from siftlib.sources.base import Answer, BadResponse, QueryNotes, Source, Unresponsive
-from siftlib.sources.brave_llm import BraveLLM
-from siftlib.sources.searxng import SearXNG
-from siftlib.sources.tavily import Tavily
+from siftlib.search.sources.base import Answer, BadResponse, QueryNotes, Source, Unresponsive
+from siftlib.search.sources.brave_llm import BraveLLM
+from siftlib.search.sources.searxng import SearXNG
+from siftlib.search.sources.tavily import Tavily
 
 SOURCES: dict[str, type[Source]] = {cls.name: cls for cls in (SearXNG, BraveLLM, Tavily)}
 

@@ -3,10 +3,10 @@
     server = GatewayServer(("127.0.0.1", 8787), searcher, callers={"ops": "t0k3n"}, default_k=8)
     server.serve_forever()          # SIGTERM → server.shutdown(); then server.drain(); close
 
-A request passes through three modules, each one concept: `siftlib.wire` reads its line,
-fields and body length and builds the one-write answer; `siftlib.api` turns the body into a
+A request passes through three modules, each one concept: `siftlib.gateway.wire` reads its line,
+fields and body length and builds the one-write answer; `siftlib.gateway.api` turns the body into a
 `SearchRequest` and the outcome into the native or Firecrawl answer (pure functions);
-`siftlib.watchdog` cuts what runs past its deadline. `Handler` here routes and maps errors
+`siftlib.gateway.watchdog` cuts what runs past its deadline. `Handler` here routes and maps errors
 to statuses; `GatewayServer` owns the searcher, the callers and every concurrency bound.
 
 Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (search.md §3):
@@ -31,7 +31,7 @@ Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (
 - fetches have slots of their own (`max_fetches`, 16), so no number of slow pages keeps a
   search from a slot; a fetch's deadline is its own (`min(request timeout, fetch.timeout)`,
   conversion included), and the watchdog answers 408 `deadline` `FETCH_MARGIN` past it;
-- a search or fetch is cancelled (`siftlib.hangup`) when its client hangs up, and when the
+- a search or fetch is cancelled (`siftlib.gateway.hangup`) when its client hangs up, and when the
   watchdog answered for it: its upstream requests close, reservations not yet spent go back,
   nothing is cached, and its slot is free as soon as the work notices (within 50 ms);
 - never a 502 (the Firecrawl SDK retries only on 502, tripling upstream spend): statuses are
@@ -81,16 +81,17 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from siftlib import __version__, api, prometheus, wire
-from siftlib.api import ROUTES, Rejected
+from siftlib import __version__
 from siftlib.errors import Cancelled, ConfigError, NoResultsError, QueryError
-from siftlib.hangup import HangUps
+from siftlib.gateway import api, prometheus, wire
+from siftlib.gateway.api import ROUTES, Rejected
+from siftlib.gateway.hangup import HangUps
+from siftlib.gateway.watchdog import Watchdog
 from siftlib.metrics import visible_to
-from siftlib.watchdog import Watchdog
 
 if TYPE_CHECKING:
-    from siftlib.fetch import Fetcher, FetchRequest, FetchResult
-    from siftlib.pipeline import Searcher, SearchRequest, SearchResponse
+    from siftlib.fetch.fetcher import Fetcher, FetchRequest, FetchResult
+    from siftlib.search.pipeline import Searcher, SearchRequest, SearchResponse
 
 log = logging.getLogger("sift.http")
 _T = TypeVar("_T")
@@ -682,8 +683,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _fetch(self, route: str, caller: str, started: float) -> None:
         """Serve `/v1/fetch` or `/v2/scrape`: a refused or failed fetch is an answer too."""
-        from siftlib import scrape
         from siftlib.errors import Blocked, FetchFailed
+        from siftlib.gateway import scrape
 
         body = self._read_body()
         firecrawl = route == "/v2/scrape"
@@ -769,7 +770,7 @@ class Handler(BaseHTTPRequestHandler):
         route = self.route
         if route in api.FETCH_ROUTES:
             from siftlib.errors import FetchFailed
-            from siftlib.scrape import failure
+            from siftlib.gateway.scrape import failure
 
             code, payload = failure(FetchFailed("deadline"), firecrawl=route == "/v2/scrape")
             status = HTTPStatus(code)

@@ -1,6 +1,6 @@
 """The gateway's API as pure functions: bodies into search requests, outcomes into answers.
 
-The fetch routes' bodies and answers are `siftlib.scrape`'s; their routes and error shape
+The fetch routes' bodies and answers are `siftlib.gateway.scrape`'s; their routes and error shape
 are here with the rest.
 
     body = decode_body(b'{"query": "sqlite wal", "k": 3}')
@@ -9,7 +9,7 @@ are here with the rest.
     data = firecrawl_body(searcher.search(request))               # the same answer, as bytes
     payload = error_payload(Rejected(HTTPStatus.NOT_FOUND, "not found"), route="/v2/search")
 
-No sockets here: the handler (`siftlib.server`) reads the bytes and writes the answer.
+No sockets here: the handler (`siftlib.gateway.server`) reads the bytes and writes the answer.
 
 Decisions the spec leaves open:
 - Error bodies: `{"error": "invalid query" | "no search results" | …, "details": "<why>"}`
@@ -22,7 +22,7 @@ Decisions the spec leaves open:
   search would be a 422), besides the searcher's own list (missing key, daily cap, dns
   failed, refused, failing). `sources` holds each enabled source's state (`ok`, `failing`,
   `missing key`, `capped`), recent outcome count, success rate and p50/p90 latency
-  (`siftlib.health`).
+  (`siftlib.search.health`).
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from siftlib import __version__, wire
-from siftlib.hits import Hit
-from siftlib.pipeline import SearchRequest, SearchResponse
-from siftlib.query import check_k
+from siftlib import __version__
+from siftlib.gateway import wire
+from siftlib.search.hits import Hit
+from siftlib.search.pipeline import SearchRequest, SearchResponse
+from siftlib.search.query import check_k
 
 FIRECRAWL_DEFAULT_LIMIT = 5
 FIRECRAWL_MAX_LIMIT = 20

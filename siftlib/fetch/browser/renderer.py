@@ -30,18 +30,18 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from siftlib.browser.cdp import BrowserGone, CallFailed, Pipe
-from siftlib.browser.proxy import Refusal, RenderProxy, tree
-from siftlib.browser.session import Hung, Rendered, render_once
-from siftlib.browser.shell import shell_reason
 from siftlib.errors import Blocked, FetchFailed
+from siftlib.fetch.browser.cdp import BrowserGone, CallFailed, Pipe
+from siftlib.fetch.browser.proxy import Refusal, RenderProxy, tree
+from siftlib.fetch.browser.session import Hung, Rendered, render_once
+from siftlib.fetch.browser.shell import shell_reason
 
 if TYPE_CHECKING:
     from siftlib.config import BrowserConfig
-    from siftlib.dial import Connector
-    from siftlib.fetch import FetchRequest, Page
-    from siftlib.guard import Guard
+    from siftlib.fetch.fetcher import FetchRequest, Page
+    from siftlib.fetch.guard import Guard
     from siftlib.metrics import Metrics
+    from siftlib.net.dial import Connector
 
 __all__ = ["Renderer", "chromium_argv"]
 

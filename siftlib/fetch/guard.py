@@ -2,7 +2,7 @@
 
     guard = Guard(allow=["127.0.0.1:8080"])
     hop = guard.vet("https://example.org/a", timeout=5.0)   # or raises Blocked / FetchFailed
-    transport = pinned_transport(hop.url, hop.addresses)   # siftlib.dial: dials only those
+    transport = pinned_transport(hop.url, hop.addresses)   # siftlib.net.dial: dials only those
 
 Every hop of every fetch goes through `vet` before a byte is sent to it, in this order:
 1. the URL: at most 8 KiB, `http` or `https`, a host, no userinfo, a valid port that is not
@@ -16,7 +16,7 @@ Every hop of every fetch goes through `vet` before a byte is sent to it, in this
    names are refused before any lookup. A numeric host in one of the forms `inet_aton`
    accepts (`127.1`, `0x7f000001`, `2130706433`, `0177.0.0.1`) is that IPv4 address, as a
    browser's URL parser reads it: the URL is rewritten to the dotted quad and checked as one;
-4. addresses: `getaddrinfo`, and **every** answer must be public by `siftlib.dial`'s one
+4. addresses: `getaddrinfo`, and **every** answer must be public by `siftlib.net.dial`'s one
    table (`address_kind`), else the hop is refused. An IP literal is refused naming its
    kind; a name only as `not a public address`, never what it resolves to (that would map
    an internal DNS for any caller); either names the `[fetch] allow` pinhole to add when it
@@ -48,9 +48,9 @@ from urllib.parse import SplitResult, urlsplit
 
 import httpx
 
-from siftlib.dial import Resolver, address_kind, describe_kind, resolve
 from siftlib.errors import Blocked, FetchFailed, QueryError
-from siftlib.pinholes import Pinhole, ip_literal, parse_pinhole
+from siftlib.fetch.pinholes import Pinhole, ip_literal, parse_pinhole
+from siftlib.net.dial import Resolver, address_kind, describe_kind, resolve
 
 __all__ = ["Guard", "Hop", "Pinhole", "parse_pinhole"]
 

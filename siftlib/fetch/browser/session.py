@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from siftlib.browser.cdp import BrowserGone, CallFailed, Pipe, Session
-from siftlib.browser.proxy import RenderProxy
 from siftlib.errors import Blocked, FetchFailed
+from siftlib.fetch.browser.cdp import BrowserGone, CallFailed, Pipe, Session
+from siftlib.fetch.browser.proxy import RenderProxy
 
 __all__ = ["Hung", "Rendered", "render_once"]
 

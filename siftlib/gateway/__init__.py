@@ -1,0 +1,1 @@
+"""Serve mode: the HTTP gateway, its wire format, its APIs and its metrics."""

@@ -1,0 +1,1 @@
+"""Outbound connections: the pinned, SSRF-guarded dialer and the deadlines it honours."""

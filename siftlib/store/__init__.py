@@ -1,0 +1,1 @@
+"""Storage of cached searches and credit counters: SQLite, Redis/Valkey, recent hits."""
