@@ -176,6 +176,8 @@ class FetchConfig(NamedTuple):
     per_host: int = 4
     browser: BrowserConfig = BrowserConfig()
     pdf_max_pages: int = 200  # pages of a PDF read; past them a warning (README "PDFs")
+    cache_max_age: float = 3600.0  # seconds; the fetch cache's default maxAge and entry TTL
+    cache_max_bytes: int = 256 * 1024 * 1024  # stored answers; the oldest go first past it
 
 
 class Config(NamedTuple):
@@ -449,8 +451,17 @@ def _fetch_config(table: _Table) -> FetchConfig:
         allow=tuple(allow),
         per_host=table.integer("per_host", base.per_host, 1),
         pdf_max_pages=table.integer("pdf_max_pages", base.pdf_max_pages, 1, 100_000),
+        cache_max_age=_cache_max_age(table),
+        cache_max_bytes=table.size("cache_max_bytes", "256MiB"),
         browser=_browser_config(table.table("browser")),
     )
+
+
+def _cache_max_age(table: _Table) -> float:
+    """Return `[fetch] cache_max_age` in seconds: a duration, or "0s" to turn the cache off."""
+    if table.get("cache_max_age", str, "1h").strip() in ("0", "0s"):
+        return 0.0
+    return table.duration("cache_max_age", "1h")
 
 
 def _browser_config(table: _Table) -> BrowserConfig:

@@ -214,6 +214,7 @@ def gateway(
     tavily_cap: int | None = None,
     searcher_factory: Callable[[Searcher], Any] | None = None,
     fetch: FetchConfig | None = None,
+    fetch_cache: Any = None,
     **server_options: Any,
 ) -> Iterator[Gateway]:
     """Run a gateway on 127.0.0.1:<free port> over the given upstreams, then stop it."""
@@ -243,7 +244,10 @@ def gateway(
     if fetch is not None:  # the fetch routes, with this [fetch] table (loopback pages: `allow`)
         warm_conversion_pool()
         options["fetcher"] = Fetcher(
-            fetch, metrics=searcher.metrics, restricted=config.permit_restricted
+            fetch,
+            metrics=searcher.metrics,
+            restricted=config.permit_restricted,
+            cache=fetch_cache,
         )
     options.update(server_options)
     server = GatewayServer(

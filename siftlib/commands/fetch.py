@@ -39,6 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the native JSON envelope")
     parser.add_argument(
+        "--max-age",
+        type=float,
+        metavar="SECONDS",
+        help="a cached copy this recent will do (0: always fetch; default [fetch] cache_max_age)",
+    )
+    parser.add_argument(
         "--max-chars", type=int, metavar="N", help="cut the content at N characters"
     )
     where = parser.add_mutually_exclusive_group()
@@ -55,9 +61,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.max_chars is not None and args.max_chars < 1:
         return _fail(args, QueryError("--max-chars must be a positive number"), 2)
-    body = {"url": args.url, "format": args.format, "main_content": not args.full}
+    if args.max_age is not None and not args.max_age >= 0:
+        return _fail(args, QueryError("--max-age must be a number of seconds, at least 0"), 2)
+    body: dict[str, Any] = {"url": args.url, "format": args.format, "main_content": not args.full}
     if args.max_chars is not None:
         body["max_chars"] = args.max_chars
+    if args.max_age is not None:
+        body["max_age"] = args.max_age
     try:
         client = None if args.local else load_client_config(args.server)
         if client is not None:
@@ -81,17 +91,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fetch_local(args: argparse.Namespace) -> dict[str, Any]:
-    from siftlib.config import load_config
+    from siftlib.config import load_config, load_secrets
+    from siftlib.fetch.cache import open_fetch_cache
     from siftlib.fetch.fetcher import Fetcher, FetchRequest
 
     config = load_config(args.config)
     if not config.fetch.enabled:
         raise ConfigError(f"fetch is disabled: set fetch.enabled = true in {config.path}")
     request = FetchRequest(
-        url=args.url, format=args.format, main_content=not args.full, max_chars=args.max_chars
+        url=args.url,
+        format=args.format,
+        main_content=not args.full,
+        max_chars=args.max_chars,
+        max_age=args.max_age,
     )
-    with Fetcher(config.fetch) as fetcher:
-        return fetcher.fetch(request).to_native()
+    secrets = load_secrets(config.secret_env, expected=config.secret_env_configured)
+    cache = open_fetch_cache(config, secrets)
+    try:
+        with Fetcher(config.fetch, cache=cache) as fetcher:
+            return fetcher.fetch(request).to_native()
+    finally:
+        if cache is not None:
+            cache.close()
 
 
 def _print(envelope: dict[str, Any], *, as_json: bool) -> None:

@@ -27,7 +27,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from siftlib.config import Config
+    from siftlib.config import Config, Secrets
     from siftlib.fetch.fetcher import Fetcher
     from siftlib.gateway.server import GatewayServer
     from siftlib.metrics import Metrics
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         metrics=Metrics(),
         allow_private_upstreams=args.allow_private_upstreams,
     )
-    fetcher = open_fetcher(config, searcher.metrics)
+    fetcher = open_fetcher(config, searcher.metrics, secrets)
     try:
         server = GatewayServer(
             (host, port),
@@ -201,7 +201,7 @@ class Reloader:
             )
             fetcher = self.server.fetcher
             if config.fetch != old.fetch:
-                fetcher = open_fetcher(config, searcher.metrics)
+                fetcher = open_fetcher(config, searcher.metrics, secrets)
             replaced, replaced_fetcher = self.server.reload(
                 searcher,
                 callers=callers,
@@ -261,7 +261,7 @@ def warn_if_no_source(config: Config) -> None:
         )
 
 
-def open_fetcher(config: Config, metrics: Metrics) -> Fetcher | None:
+def open_fetcher(config: Config, metrics: Metrics, secrets: Secrets) -> Fetcher | None:
     """Return the gateway's fetcher (None when `[fetch] enabled = false`), its workers starting.
 
     The conversion workers import lxml and trafilatura as they start (~1 s each): now, so
@@ -269,10 +269,16 @@ def open_fetcher(config: Config, metrics: Metrics) -> Fetcher | None:
     """
     if not config.fetch.enabled:
         return None
+    from siftlib.fetch.cache import open_fetch_cache
     from siftlib.fetch.fetcher import Fetcher, conversion_pool
 
     conversion_pool().start()
-    return Fetcher(config.fetch, metrics=metrics, restricted=config.permit_restricted)
+    return Fetcher(
+        config.fetch,
+        metrics=metrics,
+        restricted=config.permit_restricted,
+        cache=open_fetch_cache(config, secrets),
+    )
 
 
 def describe(config: Config, store: Store) -> str:

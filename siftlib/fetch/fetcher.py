@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import atexit
 import base64
+import dataclasses
 import html
+import json
 import logging
 import os
 import re
@@ -82,6 +84,7 @@ from siftlib.net.dial import (
 if TYPE_CHECKING:
     from siftlib.config import FetchConfig
     from siftlib.fetch.browser.renderer import Renderer
+    from siftlib.fetch.cache import FetchCache
     from siftlib.fetch.convert import Document
     from siftlib.fetch.pdf import PdfRead
     from siftlib.metrics import Metrics
@@ -141,6 +144,8 @@ class FetchRequest:
     exclude: tuple[str, ...] = ()  # CSS selectors: remove these elements
     pdf: bool = True  # read a PDF's text; False: the file itself, base64 (`parsers: []`)
     pdf_max_pages: int | None = None  # at most fetch.pdf_max_pages
+    max_age: float | None = None  # seconds a cached answer may be old; None: fetch.cache_max_age
+    store_in_cache: bool = True  # False: fetch without storing the answer
     render: bool | None = None  # None: `[fetch.browser] render` decides; needs the browser on
     wait_for: float = 0.0  # seconds to wait after load, when the page is rendered
     screenshot: bool = False  # a PNG of the rendered page (renders it)
@@ -186,6 +191,7 @@ class FetchResult:
     screenshot: str | None = field(default=None, repr=False)
     author: str = ""  # a PDF's document information
     num_pages: int | None = None  # set for a PDF
+    cached_at: float | None = None  # epoch seconds: answered from the fetch cache
 
     def to_native(self) -> dict[str, object]:
         """Return the native `/v1/fetch` envelope (fetch.md §4.1), `rendered` when it was."""
@@ -211,6 +217,7 @@ class FetchResult:
             "truncated": self.truncated,
             "warnings": self.warnings,
             **rendered,
+            **({"cached": True} if self.cached_at is not None else {}),
             "timings": timings,
         }
 
@@ -272,6 +279,24 @@ def convert_page(body: bytes, shape: _Shape) -> _Converted:
         document.also = {name: text[:limit] for name, text in document.also.items()}
         warnings.append(f"truncated: the content passed max_chars ({limit} characters)")
     return _Converted(document, warnings, bool(cut))
+
+
+def _encoded(result: FetchResult) -> bytes:
+    """Return a result as the fetch cache keeps it (JSON, without a screenshot)."""
+    fields = dataclasses.asdict(result)
+    fields.pop("screenshot", None)
+    fields.pop("cached_at", None)
+    return json.dumps(fields, ensure_ascii=False).encode()
+
+
+def _decoded(value: bytes) -> FetchResult | None:
+    """Return a stored result, or None when the entry does not read as one."""
+    try:
+        fields = json.loads(value)
+        known = {field.name for field in dataclasses.fields(FetchResult)}
+        return FetchResult(**{name: v for name, v in fields.items() if name in known})
+    except (ValueError, TypeError, AttributeError):
+        return None
 
 
 def _read_pdf(
@@ -355,9 +380,14 @@ class Fetcher:
         connect: Connector | None = None,
         ssl_context: ssl.SSLContext | None = None,
         pool: WorkerPool | None = None,
+        cache: FetchCache | None = None,
     ) -> None:
         self.settings = settings
         self._pool = pool  # None: the process's shared conversion workers
+        self.cache = cache  # None: every fetch goes out (`siftlib.fetch.cache`)
+        if cache is not None and metrics is not None:  # both counters show from the start
+            metrics.inc("fetch_cache_hit", 0)
+            metrics.inc("fetch_cache_miss", 0)
         self.metrics = metrics
         self.restricted = frozenset(restricted)
         self.guard = Guard(settings.allow, resolver=resolver)
@@ -402,9 +432,16 @@ class Fetcher:
         """
         started = time.monotonic()
         status, size, outcome = "error", 0, "error"  # until it ends in a known way
+        key = self._cache_key(request)
+        cache_state = "miss"  # also with the cache off: fetch.md §6's line
         try:
+            result = self._cached(request, key)
+            if result is not None:
+                status, outcome, cache_state = str(result.status), "ok", "hit"
+                return result
             result = self._fetch(request, started, cancel)
             status, size, outcome = str(result.status), result.bytes, "ok"
+            self._store(request, key, result)
             return result
         except Cancelled:
             status = outcome = "cancelled"
@@ -427,13 +464,59 @@ class Fetcher:
             host = "-" if request.caller in self.restricted else _loggable_host(request.url)
             ms = round((time.monotonic() - started) * 1000)
             log.info(
-                "fetch caller=%s host=%s status=%s bytes=%d ms=%d cache=miss",
+                "fetch caller=%s host=%s status=%s bytes=%d ms=%d cache=%s",
                 request.caller,
                 host,
                 status,
                 size,
                 ms,
+                cache_state,
             )
+
+    def _cache_key(self, request: FetchRequest) -> str:
+        """Return the request's cache key, or "" when the cache is off for it."""
+        if self.cache is None or request.screenshot:
+            return ""
+        from siftlib.fetch.cache import fetch_key
+        from siftlib.search.pipeline import caller_class
+
+        return fetch_key(request, caller_class=caller_class(request.caller, self.restricted))
+
+    def _cached(self, request: FetchRequest, key: str) -> FetchResult | None:
+        """Return a stored answer younger than the request's max age, counting hit or miss."""
+        if not key or self.cache is None:
+            return None
+        limit = self.settings.cache_max_age
+        max_age = limit if request.max_age is None else min(request.max_age, limit)
+        entry = None
+        if max_age > 0:
+            from siftlib.fetch.cache import CacheFault
+
+            try:
+                entry = self.cache.get(key, now=time.time(), max_age=max_age)
+            except CacheFault as exc:
+                log.warning("fetch cache: read failed (%s); fetching uncached", exc)
+        result = _decoded(entry.value) if entry is not None else None
+        if result is None:
+            self._count("fetch_cache_miss")
+            return None
+        self._count("fetch_cache_hit")
+        result.url = request.url
+        result.cached_at = entry.stored_at if entry is not None else None
+        return result
+
+    def _store(self, request: FetchRequest, key: str, result: FetchResult) -> None:
+        """Keep a complete, successful answer (2xx, nothing cut, no warning) in the cache."""
+        if not key or self.cache is None or not request.store_in_cache:
+            return
+        if not 200 <= result.status < 300 or result.truncated or result.warnings:
+            return
+        from siftlib.fetch.cache import CacheFault
+
+        try:
+            self.cache.put(key, _encoded(result), now=time.time())
+        except CacheFault as exc:
+            log.warning("fetch cache: write failed (%s); the answer is not kept", exc)
 
     def _count(self, name: str, amount: float = 1, **labels: str) -> None:
         if self.metrics is not None:

@@ -39,6 +39,8 @@ HELP = {
     "fetch_requests": "Page fetches, by caller and outcome.",
     "fetch_bytes": "Decoded page bytes read by fetches.",
     "fetch_blocked": "Fetches the guard refused, by rule.",
+    "fetch_cache_hit": "Fetches answered from the fetch cache.",
+    "fetch_cache_miss": "Fetches the fetch cache could not answer (maxAge 0 included).",
     "browser_renders": "Pages rendered by the headless browser.",
     "browser_render_failures": "Renders that failed, by kind (deadline, crash, memory, …).",
     "browser_restarts": "Times the headless browser was killed and started again, by reason.",

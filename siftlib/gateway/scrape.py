@@ -25,13 +25,16 @@ Decisions the spec leaves open:
 - `/v1/fetch` takes `render: true|false` (absent: `[fetch.browser] render` decides).
 - A rendered page's metadata says so: `rendered: true`, with `renderMs` (`/v2/scrape`) or
   `timings.render_ms` (`/v1/fetch`); a static page's answer carries neither.
-- Nothing is cached: `cacheState` is always `miss`. `scrapeId` is a fresh UUID4.
+- `maxAge` (ms) and `storeInCache` drive the fetch cache (`siftlib.fetch.cache`);
+  `cacheState` says `hit` or `miss`, and a hit carries `cachedAt`. `scrapeId` is a fresh
+  UUID4, on a hit too.
 - `data` carries only the asked formats (markdown when none is asked); the metadata always.
   Warnings (truncation) join into the top-level `warning` string, absent when there is none.
 """
 
 from __future__ import annotations
 
+import datetime
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -89,6 +92,7 @@ def native_request(body: Mapping[str, Any], *, caller: str) -> FetchRequest:
         include=filters.check(body.get("include"), field="include"),
         exclude=filters.check(body.get("exclude"), field="exclude"),
         render=render,
+        max_age=_max_age(body, "max_age", 1),
     )
 
 
@@ -137,8 +141,26 @@ def firecrawl_request(
         wait_for=wait_ms / 1000,
         screenshot="screenshot" in names,
         **_parsers(body.get("parsers")),
+        max_age=_max_age(body, "maxAge", 1000),
+        store_in_cache=_optional(body, "storeInCache", bool, True),
     )
     return ScrapeRequest(request, tuple(names))
+
+
+def _iso(epoch: float) -> str:
+    """Return a time as Firecrawl writes one: ISO 8601 in UTC with milliseconds."""
+    moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _max_age(body: Mapping[str, Any], key: str, per_second: int) -> float | None:
+    """Return a request's cache freshness in seconds (`maxAge` in ms, `max_age` in s)."""
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise QueryError(f"invalid request: {key} must be a number at least 0")
+    return float(value) / per_second
 
 
 def _parsers(value: Any) -> dict[str, Any]:
@@ -181,11 +203,13 @@ def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, A
         "statusCode": result.status,
         "contentType": result.content_type,
         "proxyUsed": "basic",
-        "cacheState": "miss",
+        "cacheState": "miss" if result.cached_at is None else "hit",
         "scrapeId": str(uuid.uuid4()),
     }
     if result.render_ms is not None:
         data["metadata"].update(rendered=True, renderMs=result.render_ms)
+    if result.cached_at is not None:
+        data["metadata"]["cachedAt"] = _iso(result.cached_at)
     if result.num_pages is not None:
         data["metadata"].update(numPages=result.num_pages)
         if result.author:

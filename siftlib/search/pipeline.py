@@ -54,7 +54,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -217,7 +217,7 @@ def _hour_text(hour: int) -> str:
     return time.strftime("%Y-%m-%dT%H", time.gmtime(hour * 3600))
 
 
-def caller_class(caller: str, restricted: Sequence[str]) -> str:
+def caller_class(caller: str, restricted: Collection[str]) -> str:
     """Return the cache partition: `fleet`, or a restricted caller's own `restricted:<name>`."""
     return f"restricted:{caller}" if caller in restricted else "fleet"
 

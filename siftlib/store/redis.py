@@ -414,21 +414,7 @@ def open_redis_store(
     fill_wait: float = FILL_WAIT,
 ) -> RedisStore:
     """Connect to a Redis-protocol store named by a config URL; never raises on a store fault."""
-    parts = urlsplit(url)
-    host, port, db = _address(url)
-    client = redis.Redis(
-        host=host,
-        port=port,
-        db=db,
-        username=unquote(parts.username) if parts.username else None,
-        password=password,
-        ssl=parts.scheme == "rediss",
-        socket_connect_timeout=CONNECT_TIMEOUT,
-        socket_timeout=READ_TIMEOUT,
-        retry=Retry(NoBackoff(), 0),
-        driver_info=None,  # no CLIENT SETINFO round trips on each new connection
-        protocol=2,
-    )
+    client = connect(url, password=password)
     where = describe_url(url)
     store = RedisStore(
         client,
@@ -441,6 +427,25 @@ def open_redis_store(
     if store.problem is None:  # a store down at start is logged and used once it is back
         _check_eviction(client, where)
     return store
+
+
+def connect(url: str, *, password: str | None) -> redis.Redis:
+    """Return a client for a store URL (no I/O yet): sift's timeouts, no retries."""
+    parts = urlsplit(url)
+    host, port, db = _address(url)
+    return redis.Redis(
+        host=host,
+        port=port,
+        db=db,
+        username=unquote(parts.username) if parts.username else None,
+        password=password,
+        ssl=parts.scheme == "rediss",
+        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_timeout=READ_TIMEOUT,
+        retry=Retry(NoBackoff(), 0),
+        driver_info=None,  # no CLIENT SETINFO round trips on each new connection
+        protocol=2,
+    )
 
 
 def describe_url(url: str) -> str:
