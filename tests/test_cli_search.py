@@ -80,7 +80,14 @@ def test_json_prints_the_native_envelope(
     assert main(["search", "q", "--json", "--local", "--config", path]) == 0
     envelope = json.loads(capsys.readouterr().out)
     assert envelope["results"] == [
-        {"url": "https://a.com", "title": "A", "snippet": "a", "score": 1 / 61, "source": "searxng"}
+        {
+            "url": "https://a.com",
+            "title": "A",
+            "snippet": "a",
+            "score": 1 / 61,
+            "source": "searxng",
+            "engines": 1,
+        }
     ]
     assert envelope["cached"] is False and envelope["warnings"] == []
     assert set(envelope) == {"results", "warnings", "sizes", "timings", "cached"}

@@ -186,7 +186,7 @@ def engined(url: str, source: str, engines: int, published: str | None = None) -
     return Hit(url, url, "s", 0.0, source, published=published, engines=engines)
 
 
-def test_engines_add_up_across_sources_and_a_lone_source_says_nothing() -> None:
+def test_engines_add_up_across_sources_and_a_lone_source_counts_one() -> None:
     by_source = {
         "searxng": [engined("https://a.com", "searxng", 2), engined("https://b.com", "searxng", 1)],
         "brave_llm": [
@@ -198,7 +198,9 @@ def test_engines_add_up_across_sources_and_a_lone_source_says_nothing() -> None:
     counts = {h.url: h.engines for h in fuse(by_source, order=ORDER)}
     assert counts == {"https://a.com": 4, "https://b.com": 1, "https://c.com": 2}
     lone = fuse({"tavily": [engined("https://d.com", "tavily", 0)]}, order=ORDER)
-    assert lone[0].engines == 0 and "engines" not in lone[0].to_dict()
+    assert lone[0].engines == 1 and lone[0].to_dict()["engines"] == 1
+    [brave] = concatenate({"brave_llm": [engined("https://e.com", "brave_llm", 0)]}, order=ORDER)
+    assert brave.to_dict()["engines"] == 1
 
 
 def test_a_repeat_within_a_source_keeps_the_larger_engine_count_and_a_known_date() -> None:

@@ -102,9 +102,9 @@ def test_three_sources_fuse_in_the_hand_computed_order(
     assert [(h.engines, h.published) for h in response.results] == [
         (3 + 1 + 1, "2026-03-02"),  # SearXNG has no date for it; Brave's `age` has
         (2 + 1 + 1, "2026-03-02T00:00:00"),
-        (0, None),  # Brave alone: nothing beyond the source vouches for it
+        (1, None),  # Brave alone: the one source that returned it
         (1, None),
-        (0, None),
+        (1, None),
         (1, None),
     ]
     assert response.warnings == []

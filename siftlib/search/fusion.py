@@ -10,8 +10,7 @@ All merging lives here (search.md §4 steps 4–5):
   appearance before ranking, so a source's ranks stay 1, 2, 3 … over distinct pages; its
   engine count is the larger of the two (the two lists may overlap).
 - Across sources, `engines` adds up: each source counts its own engines, or 1 when it
-  reports none. The sum is kept only when it says more than "one source returned it": when
-  some source reported engines or more than one source returned the page.
+  reports none, so every merged hit carries at least 1 (a Brave-only hit is 1).
 - `fuse`: reciprocal-rank fusion, score = Σ 1/(60 + rank). Ties break by the best single
   rank, then the attribution source's place in the source order, then first appearance.
   With `prefix` (Tavily under `no_rerank`), that source's hits come first in its own order
@@ -45,9 +44,8 @@ class _Merged:
         self.engines: list[int] = []
 
     def result(self) -> Hit:
-        """Return the merged hit, its engine count kept only when it says something."""
-        vouched = len(self.engines) > 1 or any(self.engines)
-        return self.hit._replace(engines=sum(max(n, 1) for n in self.engines) if vouched else 0)
+        """Return the merged hit with its engine count: each source's engines, at least 1."""
+        return self.hit._replace(engines=sum(max(n, 1) for n in self.engines))
 
 
 def _seen_again(first: Hit, later: Hit) -> Hit:

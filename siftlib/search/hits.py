@@ -8,11 +8,13 @@ Two facts ride along where an upstream gives them, so agents can weigh a hit:
   does not parse is left out rather than guessed.
 - `engines`: how many upstream engines or sources returned the URL. A source reports its own
   count (SearXNG: the length of a result's `engines` list) or 0 for "just me"; fusion sums
-  them, each source counting at least 1. It is carried only when something beyond the one
-  attribution source vouches for the hit: a lone Tavily hit has no `engines` key.
+  them, each source counting at least 1, so every hit of a search carries it: a hit found by
+  Brave or Tavily alone is 1, one found by two SearXNG engines and Tavily is 3.
 
 Both appear as extra keys of a native result and of a `/v2/search` hit (names the Firecrawl
-SDK does not take for a scraped document, search.md §3.2) and only when known.
+SDK does not take for a scraped document, search.md §3.2): `published` only when known,
+`engines` on every hit merged by a search (a cache row written before it carried `engines`
+has none).
 
 `Hit` is a `NamedTuple`, not a dataclass: `sift search` answering from the cache builds
 hits, and a frozen dataclass costs a few milliseconds to define (and `dataclasses` more to
