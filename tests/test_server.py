@@ -27,6 +27,7 @@ TOKEN = "tok-ops-9f8e7d"
 FORBIDDEN_HIT_KEYS = {"markdown", "html", "rawHtml", "links", "screenshot", "summary", "json"}
 HIT_KEYS = {"url", "title", "snippet", "score", "source"}
 WEB_KEYS = {"url", "title", "description", "position"}
+NOT_FOUND = "this gateway serves /v1/search, /v2/search, /v1/fetch, /v2/scrape, /healthz, /metrics"
 
 
 @pytest.fixture
@@ -321,8 +322,12 @@ def test_an_internal_error_is_a_plain_500_without_a_traceback(
     with gateway(tmp_path, searxng=searxng.url, searcher_factory=Exploding) as running:
         v1 = call(running.url, "POST", "/v1/search", {"query": "sqlite"})
         v2 = call(running.url, "POST", "/v2/search", {"query": "sqlite"})
-    assert (v1.status, v1.json) == (500, {"error": "internal error"})
-    assert (v2.status, v2.json) == (500, {"success": False, "error": "internal error"})
+    why = "the gateway could not complete the request"
+    assert (v1.status, v1.json) == (500, {"error": "internal error", "details": why})
+    assert (v2.status, v2.json) == (
+        500,
+        {"success": False, "error": "internal error", "details": why},
+    )
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "RuntimeError" in logged
     assert "secret text" not in logged
@@ -340,7 +345,7 @@ def test_unknown_paths_are_404(gw: Gateway, method: str, path: str) -> None:
     reply = call(gw.url, method, path, token=TOKEN)
     assert reply.status == 404
     firecrawl = {"success": False} if path.startswith("/v2/") else {}
-    assert reply.json == {**firecrawl, "error": "not found"}
+    assert reply.json == {**firecrawl, "error": "not found", "details": NOT_FOUND}
 
 
 @pytest.mark.parametrize(
@@ -377,7 +382,7 @@ def test_an_unknown_method_on_a_route_names_the_allowed_ones(
 def test_an_unknown_method_on_an_unknown_path_is_404(gw: Gateway) -> None:
     raw = raw_exchange(gw.port, b"BREW /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert status_of(raw) == 404
-    assert json.loads(raw.partition(b"\r\n\r\n")[2]) == {"error": "not found"}
+    assert json.loads(raw.partition(b"\r\n\r\n")[2]) == {"error": "not found", "details": NOT_FOUND}
 
 
 def test_an_unknown_method_keeps_the_connection_for_the_next_request(gw: Gateway) -> None:

@@ -21,6 +21,7 @@ ARTICLE = (
     b" spring. Read the <a href='/plan'>plan</a>.</p></article><footer>Footer</footer>"
     b"</body></html>"
 )
+GUARD = "the fetch guard reads public addresses only; [fetch] allow opens one host:port"
 
 
 @pytest.fixture
@@ -177,6 +178,7 @@ def test_unsupported_options_are_refused_by_name(
         "success": False,
         "error": f"unsupported option: {name}",
         "code": "unsupported option",
+        "details": "this gateway serves the scrape options its docs list, no others",
     }
     assert site.hits == []
 
@@ -190,11 +192,16 @@ def test_a_blocked_url_is_a_400_and_reaches_nothing(gw: Gateway) -> None:
         "error": "blocked: 127.0.0.1 is a loopback address "
         f'(to read it on this machine, add "127.0.0.1:{idle.port}" to [fetch] allow)',
         "code": "blocked",
+        "details": GUARD,
     }
     assert idle.connections == 0
     native = call(gw.url, "POST", "/v1/fetch", {"url": "http://10.0.0.1/"}, token=TOKEN)
     assert native.status == 400
-    assert native.json == {"error": "blocked: 10.0.0.1 is a private address", "code": "blocked"}
+    assert native.json == {
+        "error": "blocked: 10.0.0.1 is a private address",
+        "code": "blocked",
+        "details": GUARD,
+    }
 
 
 @pytest.mark.parametrize("url", ["not a url", "", 42, None])
@@ -211,13 +218,19 @@ def test_an_unsupported_content_type_is_a_415(gw: Gateway, site: PageServer) -> 
         "success": False,
         "error": "unsupported content type: image/png",
         "code": "unsupported content type",
+        "details": "the page is of a content type fetch does not read",
     }
 
 
 def test_a_fetch_past_its_timeout_is_a_408(gw: Gateway, site: PageServer) -> None:
     reply = scrape(gw, {"url": site.url + "/slow", "timeout": 300})
     assert reply.status == 408
-    assert reply.json == {"success": False, "error": "fetch failed: deadline", "code": "deadline"}
+    assert reply.json == {
+        "success": False,
+        "error": "fetch failed: deadline",
+        "code": "deadline",
+        "details": "the fetch ran past its deadline (fetch.timeout, or the request's timeout)",
+    }
 
 
 def test_a_failed_connection_is_a_500_never_a_502(tmp_path: Path) -> None:
@@ -231,6 +244,7 @@ def test_a_failed_connection_is_a_500_never_a_502(tmp_path: Path) -> None:
         "success": False,
         "error": "fetch failed: connect",
         "code": "fetch failed",
+        "details": "the page could not be fetched; the error names the step that failed",
     }
 
 
@@ -244,6 +258,7 @@ def test_auth_and_body_errors_in_the_fetch_shape(gw: Gateway, site: PageServer) 
         "success": False,
         "error": "invalid request: the body is not valid JSON",
         "code": "invalid request",
+        "details": "the request or one of its fields is not valid",
     }
     large = call(gw.url, "POST", "/v1/fetch", b"x" * 70_000, token=TOKEN)
     assert large.status == 413 and "success" not in large.json

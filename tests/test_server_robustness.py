@@ -29,6 +29,8 @@ from gatewaykit import (
 
 REPO = Path(__file__).resolve().parent.parent
 
+BUSY = "the gateway is at its bound of concurrent work; retry in a moment"
+
 
 def local_post_head(port: int, length: int, extra: bytes = b"") -> bytes:
     """Return the head of a JSON POST to /v1/search, as a local client sends it in open mode."""
@@ -135,7 +137,9 @@ def test_past_the_search_bound_clients_are_shed_with_503_not_lost(tmp_path: Path
     assert len(replies) == 24
     shed = [r for r in replies if r.status == 503]
     assert {r.status for r in replies} == {200, 503}
-    assert all(r.json == {"success": False, "error": "server busy, retry"} for r in shed)
+    assert all(
+        r.json == {"success": False, "error": "server busy, retry", "details": BUSY} for r in shed
+    )
     assert metrics["http_shed"] == {"reason=busy": len(shed)}
 
 
@@ -162,7 +166,7 @@ def test_a_full_gateway_answers_503_while_a_search_holds_the_only_slot(
         blocker.release.set()
         thread.join(30)
         after = call(gw.url, "POST", "/v1/search", {"query": "c"})
-    assert (busy.status, busy.json) == (503, {"error": "server busy, retry"})
+    assert (busy.status, busy.json) == (503, {"error": "server busy, retry", "details": BUSY})
     assert first == [200]
     assert after.status == 200
 
@@ -200,7 +204,10 @@ def test_connections_past_the_bound_get_a_canned_503(tmp_path: Path, searxng: Fa
         wait_until(lambda: gw.server._connections == 0, "held connections released")
         after = call(gw.url, "GET", "/healthz")
     assert answer.startswith(b"HTTP/1.1 503 ")
-    assert answer.endswith(b'{"error": "server busy, retry"}\n')
+    assert answer.endswith(
+        b'{"error": "server busy, retry", "details": "the gateway holds as many connections as '
+        b'it serves at once; retry in a moment"}\n'
+    )
     assert after.status == 200
 
 

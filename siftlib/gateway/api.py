@@ -14,7 +14,10 @@ No sockets here: the handler (`siftlib.gateway.server`) reads the bytes and writ
 Decisions the spec leaves open:
 - Error bodies: `{"error": "invalid query" | "no search results" | …, "details": "<why>"}`
   (`"success": false` added on every `/v2/` path, malformed heads included); `details` is
-  what Firecrawl itself uses. A 422 also carries the search's `warnings` (`tavily: 429`:
+  what Firecrawl itself uses, and every error body carries it (the fetch routes' beside
+  their `code`): the error's own reason, else a sentence on its status
+  (`wire.details_for`), so an SDK never prints "No additional error details provided."
+  A 422 also carries the search's `warnings` (`tavily: 429`:
   source and kind, never upstream text).
 - Unknown fields are ignored on both search routes; `/v2/search` `limit` null means absent,
   and a limit outside 1–20 is clamped (Firecrawl's own range), not refused.
@@ -224,11 +227,10 @@ def error_payload(exc: Rejected, *, route: str) -> dict[str, object]:
     payload: dict[str, object]
     if route in FETCH_ROUTES:
         label = "invalid request" if exc.error == "invalid query" else exc.error
-        payload = {"error": f"{label}: {exc.details}" if exc.details else label, "code": label}
+        error = f"{label}: {exc.details}" if exc.details else label
+        payload = {"error": error, "code": label, "details": wire.details_for(exc.status)}
     else:
-        payload = {"error": exc.error}
-        if exc.details:
-            payload["details"] = exc.details
+        payload = {"error": exc.error, "details": exc.details or wire.details_for(exc.status)}
         if exc.warnings is not None:
             payload["warnings"] = exc.warnings
     return {"success": False, **payload} if route.startswith("/v2/") else payload

@@ -50,10 +50,20 @@ from siftlib.errors import (
 )
 from siftlib.fetch import filters
 from siftlib.fetch.fetcher import FetchRequest, FetchResult
+from siftlib.gateway import wire
 
 __all__ = ["ScrapeRequest", "failure", "firecrawl_answer", "firecrawl_request", "native_request"]
 
 NATIVE_FORMATS = ("markdown", "text", "html", "links")
+# An error body's `details` by its code: what the caller can do about it.
+_DETAILS = {
+    "blocked": "the fetch guard reads public addresses only; [fetch] allow opens one host:port",
+    "unsupported option": "this gateway serves the scrape options its docs list, no others",
+    "unsupported content type": "the page is of a content type fetch does not read",
+    "unsupported content": "the page's bytes are not in a format fetch reads",
+    "deadline": "the fetch ran past its deadline (fetch.timeout, or the request's timeout)",
+    "fetch failed": "the page could not be fetched; the error names the step that failed",
+}
 FIRECRAWL_FORMATS = {
     "markdown": "markdown",
     "html": "html",
@@ -241,13 +251,18 @@ def failure(exc: Exception, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
         status, code, error = 500, "fetch failed", f"fetch failed: {exc.kind}"
     else:
         raise exc
-    payload: dict[str, Any] = {"error": error, "code": code}
+    details = _DETAILS.get(code) or wire.details_for(status)
+    payload: dict[str, Any] = {"error": error, "code": code, "details": details}
     return status, ({"success": False, **payload} if firecrawl else payload)
 
 
 def _blocked_by_site(exc: BlockedBySite, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
     """A challenge page: 403 (the SDK's "website not supported"), with the site's own status."""
-    payload: dict[str, Any] = {"error": str(exc), "code": "blocked by the site"}
+    payload: dict[str, Any] = {
+        "error": str(exc),
+        "code": "blocked by the site",
+        "details": "the site answered with a challenge or block page, not the content",
+    }
     if not firecrawl:
         return 403, {**payload, "status": exc.status}
     metadata = {"statusCode": exc.status}

@@ -47,7 +47,10 @@ MAX_HEAD_BYTES = 16 * 1024
 _MAX_FIELDS = 100
 _JSON = json.JSONEncoder(ensure_ascii=False)  # one encoder for every answer, not one each
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_BUSY_BODY = b'{"error": "server busy, retry"}\n'
+_BUSY_BODY = (
+    b'{"error": "server busy, retry", "details": "the gateway holds as many connections as '
+    b'it serves at once; retry in a moment"}\n'
+)
 BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
     b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
@@ -55,6 +58,29 @@ BUSY = (
 
 
 HEAD_TOO_LARGE = f"the request head is over {MAX_HEAD_BYTES // 1024} KiB"
+
+# An error body's `details` when the error has no reason of its own: Firecrawl's SDKs print
+# `<error> - <details>`, and say "No additional error details provided." when it is absent.
+_DETAILS = {
+    400: "the request or one of its fields is not valid",
+    401: "send Authorization: Bearer <token>, a caller token from the gateway's secret.env",
+    403: "the request was refused",
+    404: "this gateway serves /v1/search, /v2/search, /v1/fetch, /v2/scrape, /healthz, /metrics",
+    405: "see the Allow header for the methods this path takes",
+    408: "the request ran past its deadline",
+    413: f"request bodies are capped at {MAX_REQUEST_BYTES // 1024} KiB",
+    415: "send the body as JSON, declared Content-Type: application/json",
+    422: "no source could answer: none is enabled, or every one failed (see warnings)",
+    431: f"request heads are capped at {MAX_HEAD_BYTES // 1024} KiB",
+    500: "the gateway could not complete the request",
+    503: "the gateway is at its bound of concurrent work; retry in a moment",
+    505: "the gateway speaks HTTP/1.0 and HTTP/1.1",
+}
+
+
+def details_for(status: int) -> str:
+    """Return the `details` of an error body whose error gives no reason of its own."""
+    return _DETAILS.get(status, HTTPStatus(status).phrase)
 
 
 class BadHead(Exception):
