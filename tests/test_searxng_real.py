@@ -48,7 +48,7 @@ def test_the_shipped_settings_answer_json_without_a_limiter(instance: Instance) 
 def test_sift_search_finds_what_the_real_searxng_returns(
     tmp_path: Path, instance: Instance, page: FakeUpstream
 ) -> None:
-    config = write_config(tmp_path, searxng=instance.url)
+    config = write_config(tmp_path, searxng=instance.url, timeout="20s")  # a loaded machine
     asked = len(page.calls)
     done = sift("search", "--config", str(config), "--json", "write-ahead log")
     assert done.returncode == 0, done.stderr
