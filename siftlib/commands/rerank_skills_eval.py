@@ -17,19 +17,28 @@ from siftlib.config import resolve_config_path
 from siftlib.errors import ToolError
 from siftlib.skills.consent import load_settings
 from siftlib.skills.eval import (
+    catalog_folders,
     choose_catalog,
     evaluate_modes,
     load_sets,
+    load_suites,
     render_report,
+    render_suites,
     report_json,
+    suites_json,
 )
 from siftlib.skills.keyword import DEFAULT_LIMIT, check_limit
 
-EXAMPLE = "example: sift rerank-skills eval --fixtures testdata/skills/eval --max-requests 40"
+EXAMPLE = """\
+examples:
+  sift rerank-skills eval --fixtures testdata/skills/eval --max-requests 40
+  sift rerank-skills eval --fixtures testdata/skills/writers   # per catalog and per writer
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of `sift rerank-skills eval`."""
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EXAMPLE
     parser.add_argument(
         "--fixtures",
@@ -61,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
             max_requests = _integer(args.max_requests, "--max-requests", 0)
         cwd = Path(os.path.abspath(args.cwd or os.getcwd()))
         skills_dirs = [Path(d) for d in args.skills_dir]
+        folders = [] if skills_dirs else catalog_folders(fixtures_path)
+        if folders:
+            return _run_suites(args, folders, cwd, limit, max_requests)
         catalog = choose_catalog(fixtures_path, skills_dirs, cwd)
         sets = load_sets(fixtures_path, catalog)
     except ToolError as exc:
@@ -73,6 +85,30 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report_json(catalog, sets, limit, modes)))
     else:
         print(render_report(catalog, sets, limit, modes))
+    return 0
+
+
+def _run_suites(
+    args: argparse.Namespace, folders: list[Path], cwd: Path, limit: int, max_requests: int | None
+) -> int:
+    """Evaluate each catalog of a folder of catalogs and print them, per writer and together."""
+    suites, warnings = load_suites(folders, cwd)
+    _warn(warnings)
+    settings, diagnostics = load_settings(resolve_config_path(args.config), cwd=cwd)
+    _warn(diagnostics)
+    results = {}
+    for name, suite in suites.items():
+        _warn([f"{name}: {d}" for d in suite.catalog.diagnostics])
+        modes = evaluate_modes(
+            suite.catalog, suite.sets, limit=limit, settings=settings, max_requests=max_requests
+        )
+        if max_requests is not None:
+            max_requests -= sum(r.requests for r in modes.get("reranked", {}).values())
+        results[name] = (suite, modes)
+    if args.json:
+        print(json.dumps(suites_json(results, limit)))
+    else:
+        print(render_suites(results, limit))
     return 0
 
 

@@ -18,6 +18,13 @@ only skills under those folders count (the user's and the project's skill folder
 out, so figures do not depend on the machine). With neither, it is the catalog a search from
 `--cwd` would use.
 
+`--fixtures` may also name a folder of catalogs: each subfolder holds one catalog (`catalog/`
+or `catalog.json`, a list of `{"name", "description"}` as `../shared/realdata/skills` ships)
+and its sets, one per writer. The report then gives each catalog's sets, each writer's
+figures over every catalog, and everything together, so a decision tuned for one catalog or
+one writer's phrasing shows where it does not carry (ours: `testdata/skills/writers/`). A
+catalog whose `catalog.json` links to data the clone lacks is skipped with a warning.
+
 Every query runs in keyword mode, in local mode (spec §10) and, when the global config opts
 in and `TYPESAFE_API_KEY` is set, in reranked mode too, with one session (and so one cache)
 for the whole run. Figures per mode: selection accuracy (the first match is the expected
@@ -46,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from siftlib.errors import ToolError
-from siftlib.skills.catalog import Catalog, discover
+from siftlib.skills.catalog import Catalog, Skill, discover
 from siftlib.skills.consent import RerankSettings, api_key
 from siftlib.skills.decide import Decision
 from siftlib.skills.keyword import SkillResult, keyword_search, query_terms
@@ -285,13 +292,75 @@ def fixture_files(path: Path) -> list[Path]:
 
 
 def choose_catalog(fixtures_path: Path, skills_dirs: Sequence[Path], cwd: Path) -> Catalog:
-    """Return the catalog to evaluate on: `skills_dirs`, else `catalog/` beside the fixtures."""
+    """Return the catalog to evaluate on: `skills_dirs`, else `catalog/` or `catalog.json`
+    beside the fixtures, else the catalog a search from `cwd` would use."""
     beside = (fixtures_path if fixtures_path.is_dir() else fixtures_path.parent) / "catalog"
     if skills_dirs:
         return load_catalog(skills_dirs)
     if beside.is_dir():
         return load_catalog([beside])
-    return discover(cwd=cwd)  # the catalog a search from cwd would use
+    listed = beside.with_suffix(".json")
+    if listed.is_file():
+        return load_catalog_json(listed)
+    if listed.is_symlink():  # e.g. a link to ../shared, which a clone may lack
+        raise ToolError(f"{listed} links to a catalog that is not there")
+    return discover(cwd=cwd)
+
+
+def load_catalog_json(path: Path) -> Catalog:
+    """Read a catalog listed as JSON, `[{"name", "description", "disable_model_invocation"?}]`
+    (the form of `../shared/realdata/skills/catalog.json`), as discovery would see it: the
+    first skill of a name wins and disabled ones are left out. Paths point beside the file."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ToolError(f"cannot read catalog {path}: {exc.__class__.__name__}") from None
+    if not isinstance(entries, list):
+        raise ToolError(f"{path}: expected a list of skills")
+    root = Path(os.path.abspath(path.parent))
+    first: dict[str, tuple[Skill, bool]] = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not all(
+            isinstance(entry.get(key), str) and entry[key] for key in ("name", "description")
+        ):
+            raise ToolError(f"{path}: each skill needs a name and a description")
+        folder = root / entry["name"]
+        skill = Skill(entry["name"], entry["description"], folder / "SKILL.md", folder)
+        first.setdefault(skill.name, (skill, entry.get("disable_model_invocation") is True))
+    return Catalog(skills=tuple(skill for skill, disabled in first.values() if not disabled))
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One catalog and its labelled sets, each set a writer's, named by its file's stem."""
+
+    catalog: Catalog
+    sets: dict[str, list[Fixture]]
+
+
+def catalog_folders(path: Path) -> list[Path]:
+    """Return the subfolders of `path` that hold fixtures when `path` itself holds none (a
+    folder of catalogs), else nothing."""
+    if not path.is_dir() or any(path.glob("*.jsonl")):
+        return []
+    return sorted(sub for sub in path.iterdir() if sub.is_dir() and any(sub.glob("*.jsonl")))
+
+
+def load_suites(folders: Sequence[Path], cwd: Path) -> tuple[dict[str, Suite], list[str]]:
+    """Read each catalog folder's catalog and sets; return them by folder name, and a warning
+    for each catalog that is not there (a link to shared data a clone lacks)."""
+    suites: dict[str, Suite] = {}
+    warnings: list[str] = []
+    for folder in folders:
+        try:
+            catalog = choose_catalog(folder, [], cwd)
+        except ToolError as exc:
+            warnings.append(f"{folder.name}: skipped: {exc}")
+            continue
+        suites[folder.name] = Suite(catalog, load_sets(folder, catalog))
+    if not suites:
+        raise ToolError("no catalog of the fixtures folder could be read")
+    return suites, warnings
 
 
 def load_sets(fixtures_path: Path, catalog: Catalog) -> dict[str, list[Fixture]]:
@@ -418,3 +487,69 @@ def _percent(value: float | None) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
+
+
+Suites = Mapping[str, tuple[Suite, Modes]]
+
+
+def _by_writer(suites: Suites) -> dict[str, dict[str, ModeReport]]:
+    """Return each writer's figures per mode, added up over every catalog holding its set."""
+    writers: dict[str, dict[str, list[ModeReport]]] = {}
+    for _suite, modes in suites.values():
+        for mode, by_set in modes.items():
+            for writer, report in by_set.items():
+                writers.setdefault(writer, {}).setdefault(mode, []).append(report)
+    return {
+        writer: {mode: ModeReport.combined(mode, reports) for mode, reports in by_mode.items()}
+        for writer, by_mode in sorted(writers.items())
+    }
+
+
+def _everything(suites: Suites) -> dict[str, ModeReport]:
+    reports: dict[str, list[ModeReport]] = {}
+    for _suite, modes in suites.values():
+        for mode, by_set in modes.items():
+            reports.setdefault(mode, []).extend(by_set.values())
+    return {mode: ModeReport.combined(mode, rs) for mode, rs in reports.items()}
+
+
+def render_suites(suites: Suites, limit: int) -> str:
+    """Return the report of a folder of catalogs: each catalog's, then per writer, then all."""
+    parts = []
+    for name, (suite, modes) in suites.items():
+        table = render_report(suite.catalog, suite.sets, limit, modes).split("\n\nreranked")[0]
+        parts.append(f"== catalog {name}: " + table)
+    lines = ["== per writer, over every catalog (selection / no-match)"]
+    header = f"{'writer':<14}{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}"
+    lines.append(header)
+    for writer, by_mode in _by_writer(suites).items():
+        for r in by_mode.values():
+            lines.append(
+                f"{writer:<14}{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
+                f"{_percent(r.no_match_accuracy):>10}"
+            )
+    lines.append("")
+    lines.append("== every catalog and writer together")
+    lines.append(f"{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}")
+    for r in _everything(suites).values():
+        lines.append(
+            f"{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
+            f"{_percent(r.no_match_accuracy):>10}"
+        )
+    return "\n\n".join(parts) + "\n\n" + "\n".join(lines)
+
+
+def suites_json(suites: Suites, limit: int) -> dict[str, Any]:
+    """Return the report of a folder of catalogs as one JSON object."""
+    return {
+        "limit": limit,
+        "modes": {mode: r.to_json() for mode, r in _everything(suites).items()},
+        "catalogs": {
+            name: report_json(suite.catalog, suite.sets, limit, modes)
+            for name, (suite, modes) in suites.items()
+        },
+        "writers": {
+            writer: {mode: r.to_json() for mode, r in by_mode.items()}
+            for writer, by_mode in _by_writer(suites).items()
+        },
+    }

@@ -16,8 +16,14 @@ every skill at least that confident and scoring within `SCORE_MARGIN` of the bes
 `limit`; `total` counts them, so it holds the skills that compete for the request ("fill in a
 word document": a few, not every skill that touches documents).
 
-`MIN_CONFIDENCE` is chosen on development sets only; how, and every signal measured beside
-it, is in `docs/skills-measurements.md`.
+`MIN_CONFIDENCE` is the lowest threshold at which every writer's no-fit requests, on each of
+three catalogs of different domains (`testdata/skills/writers/`), are declined at least 60 %
+of the time and all of them 70 %: the worst writer binds, so a threshold tuned where no-fit
+requests are easy (everyday chatter against a software catalog) cannot pass for one that
+declines an in-domain request no skill covers. Chosen that way without one writer or one
+catalog, it lands at 0.365-0.414, and the figures on the left-out one, decided with it, are those
+reported (`tests/bench/bench_skills.py`); what else was measured is in
+`docs/skills-measurements.md`.
 
     result = local_search(catalog, "fill in a word document", 5)
     if not result.matches: ...  # no skill fits: details say "selection": "none"
@@ -30,7 +36,7 @@ from siftlib.skills.catalog import Catalog
 from siftlib.skills.keyword import SkillResult, check_limit, query_terms
 from siftlib.skills.relevance import RelevanceIndex
 
-MIN_CONFIDENCE = 0.335
+MIN_CONFIDENCE = 0.415
 SCORE_MARGIN = 0.1
 
 

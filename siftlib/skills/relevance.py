@@ -93,6 +93,7 @@ class Relevance(NamedTuple):
     scores: list[float]
     confidence: list[float]
     coverage: dict[int, float]  # the share of the query each skill sharing a term matches
+    synonyms: dict[int, set[str]]  # per skill: the query terms it covers through a synonym
 
     def best(self, count: int, among: Iterable[int] | None = None) -> list[Scored]:
         """Return the `count` best skills (of the positions `among`, else of all), best first."""
@@ -154,7 +155,7 @@ class RelevanceIndex:
 
     def score(self, query: str) -> Relevance:
         """Return every skill's score and confidence for `query`."""
-        lexical, coverage, named = self.lexical(query)
+        lexical, coverage, synonyms, named = self.lexical(query)
         scores = self.meaning.cosines(query)
         confidence = scores.copy()
         top = max(lexical.values(), default=1.0)
@@ -163,27 +164,43 @@ class RelevanceIndex:
             confidence[position] += COVERAGE_WEIGHT * coverage[position]
         if named is not None:  # the query is a skill's name: that skill fits, first
             scores[named] = confidence[named] = math.inf
-        return Relevance(scores, confidence, coverage)
+        return Relevance(scores, confidence, coverage, synonyms)
 
-    def lexical(self, query: str) -> tuple[dict[int, float], dict[int, float], int | None]:
-        """Return BM25F scores and coverage of the skills `query` shares a term with, and the
-        position of the skill `query` names, if any."""
+    def lexical(
+        self, query: str
+    ) -> tuple[dict[int, float], dict[int, float], dict[int, set[str]], int | None]:
+        """Return BM25F scores and coverage of the skills `query` shares a term with, the query
+        terms each covers through a synonym, and the position of the skill `query` names."""
         scores: dict[int, float] = {}
         covered: dict[int, float] = {}
+        synonyms: dict[int, set[str]] = {}
+        explaining: dict[int, set[str]] = {}  # per skill: its stems already covering a term
         information = 0.0
         postings = self.postings
-        for term in dict.fromkeys(terms(query)):
+        query_terms = dict.fromkeys(terms(query))
+        for term in query_terms:
             weight = self.weight(term)
             information += weight
             best: dict[int, float] = {}
-            for other in related(term):
+            literal = postings.get(term, {})
+            for other in sorted(related(term)):
                 for position, value in postings.get(other, {}).items():
                     value *= SYNONYM_WEIGHT
                     if value > best.get(position, 0.0):
                         best[position] = value
-            literal = postings.get(term, {})
-            for position in best.keys() - literal.keys():
-                covered[position] = covered.get(position, 0.0) + SYNONYM_WEIGHT * weight
+                    # Coverage counts one skill word for one query word: a word the query
+                    # says itself, or one that already covers another term, covers no more
+                    # ("translate ... into japanese": "translate" is not also "japanese").
+                    if (
+                        position in literal
+                        or other in query_terms
+                        or term in synonyms.get(position, ())
+                        or other in explaining.get(position, ())
+                    ):
+                        continue
+                    synonyms.setdefault(position, set()).add(term)
+                    explaining.setdefault(position, set()).add(other)
+                    covered[position] = covered.get(position, 0.0) + SYNONYM_WEIGHT * weight
             for position, value in literal.items():
                 covered[position] = covered.get(position, 0.0) + weight
                 if value > best.get(position, 0.0):
@@ -191,8 +208,8 @@ class RelevanceIndex:
             for position, value in best.items():
                 scores[position] = scores.get(position, 0.0) + value
         named = self.named.get(" ".join(WORD.findall(query.lower())))
-        coverage = {position: covered[position] / information for position in scores}
-        return scores, coverage, named
+        coverage = {position: covered.get(position, 0.0) / information for position in scores}
+        return scores, coverage, synonyms, named
 
     def weight(self, term: str) -> float:
         """Return the information `term` carries: its IDF (a term no skill uses weighs most)."""
@@ -253,11 +270,10 @@ class Steadiness:
         return (1 - STEADY_WEIGHT) * confidence + STEADY_WEIGHT * least
 
     def _match(self, term: str, position: int) -> float:
-        """Return how the skill matches `term`: 1 literally, `SYNONYM_WEIGHT` by synonym, or 0."""
-        postings = self._index.postings
-        if position in postings.get(term, {}):
+        """Return how the skill covers `term`: 1 literally, `SYNONYM_WEIGHT` by synonym, or 0."""
+        if position in self._index.postings.get(term, {}):
             return 1.0
-        if any(position in postings.get(other, {}) for other in related(term)):
+        if term in self._relevance.synonyms.get(position, ()):
             return SYNONYM_WEIGHT
         return 0.0
 

@@ -27,6 +27,7 @@ words (`keyword.Runs`); building that index raised the first search from 420-450
 from __future__ import annotations
 
 import json
+import math
 import random
 import statistics
 import string
@@ -36,13 +37,15 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from siftlib.skills.catalog import Catalog, discover  # noqa: E402
 from siftlib.skills.consent import RerankSettings  # noqa: E402
+from siftlib.skills.eval import catalog_folders, load_suites  # noqa: E402
 from siftlib.skills.keyword import KeywordIndex, keyword_search  # noqa: E402
-from siftlib.skills.local import local_search  # noqa: E402
+from siftlib.skills.local import MIN_CONFIDENCE, local_search  # noqa: E402
 from siftlib.skills.relevance import RelevanceIndex  # noqa: E402
 from siftlib.skills.shortlist import build_request  # noqa: E402
 
@@ -373,9 +376,130 @@ def print_provider_entry(skills: Path, build_at_open: bool) -> None:
     print(f"{'  warm (median of the next five):':44} {statistics.median(warm) * 1000:8.1f} ms")
 
 
+# --- the decline decision, held out by writer and by catalog ---------------------------------
+
+WRITERS = Path(__file__).resolve().parents[2] / "testdata" / "skills" / "writers"
+BEFORE = 0.335  # the threshold chosen on the first two catalogs' development sets alone
+GROUP_NO_MATCH = 0.6  # the issue's target, for every writer's no-fit requests on each catalog
+POOLED_NO_MATCH = 0.7  # and a margin over all of them
+MIN_NO_FIT = 6  # a writer's set with fewer no-fit requests does not bind the threshold
+
+
+class Decided(NamedTuple):
+    """One labelled request: where it comes from, what it expects, and what local mode saw."""
+
+    catalog: str
+    writer: str
+    expect: str | None
+    best: str
+    confidence: float
+
+
+def decisions() -> list[Decided]:
+    """Return every labelled request of `testdata/skills/writers/` with its best skill's
+    steadied confidence (the value local mode declines on)."""
+    suites, warnings = load_suites(catalog_folders(WRITERS), WRITERS)
+    for warning in warnings:
+        print(f"decline decision: {warning}")
+    rows = []
+    for name, suite in suites.items():
+        index = RelevanceIndex.of(suite.catalog)
+        for writer, fixtures in suite.sets.items():
+            for fixture in fixtures:
+                relevance = index.score(fixture.query)
+                best = relevance.best(1)[0]
+                confidence = index.steadiness(fixture.query, relevance).confidence(best.position)
+                skill = suite.catalog.skills[best.position].name
+                rows.append(Decided(name, writer, fixture.expect, skill, confidence))
+    return rows
+
+
+def choose_threshold(rows: list[Decided]) -> float:
+    """Return the lowest threshold at which every writer's no-fit requests on each catalog
+    (sets of `MIN_NO_FIT` or more) are declined `GROUP_NO_MATCH` of the time and all of them
+    `POOLED_NO_MATCH`: the rule `local.MIN_CONFIDENCE` is chosen by."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        if row.expect is None:
+            groups.setdefault((row.catalog, row.writer), []).append(row.confidence)
+    needed = [
+        _declining(values, GROUP_NO_MATCH)
+        for values in groups.values()
+        if len(values) >= MIN_NO_FIT
+    ]
+    pooled = [value for values in groups.values() for value in values]
+    return max([*needed, _declining(pooled, POOLED_NO_MATCH)])
+
+
+def _declining(confidences: list[float], share: float) -> float:
+    """Return the least threshold under which at least `share` of `confidences` fall."""
+    ordered = sorted(confidences)
+    count = max(1, math.ceil(share * len(ordered) - 1e-9))
+    return ordered[count - 1] + 1e-6
+
+
+def figures(rows: list[tuple[Decided, float]]) -> tuple[float | None, float | None]:
+    """Return selection and no-match of `rows`, each decided at its own threshold."""
+    fit = [(row, t) for row, t in rows if row.expect is not None]
+    none = [(row, t) for row, t in rows if row.expect is None]
+    selection = (
+        sum(r.best == r.expect and r.confidence >= t for r, t in fit) / len(fit) if fit else None
+    )
+    no_match = sum(r.confidence < t for r, t in none) / len(none) if none else None
+    return selection, no_match
+
+
+def held_out(rows: list[Decided], by: str) -> dict[str, tuple[float, list[tuple[Decided, float]]]]:
+    """Decide each group's requests (a writer, or a catalog) at the threshold the rule picks
+    from every other group's: figures on requests the threshold never saw."""
+    out = {}
+    for group in sorted({getattr(row, by) for row in rows}):
+        threshold = choose_threshold([row for row in rows if getattr(row, by) != group])
+        out[group] = (threshold, [(row, threshold) for row in rows if getattr(row, by) == group])
+    return out
+
+
+def decline_figures() -> None:
+    """Print local mode's selection / no-match per writer and per catalog: held out (the
+    threshold chosen without that writer or catalog) beside the shipped and former thresholds."""
+    if not (WRITERS / "real" / "catalog.json").is_file():
+        print("decline decision: the real catalog is absent; figures cover the other catalogs")
+    rows = decisions()
+    chosen = choose_threshold(rows)
+    print(
+        f"\nlocal decline threshold by the rule, on every set: {chosen:.4f}"
+        f" (shipped MIN_CONFIDENCE {MIN_CONFIDENCE}, before {BEFORE})"
+    )
+    for by in ("writer", "catalog"):
+        folds = held_out(rows, by)
+        print(
+            f"\nheld out by {by}: selection / no-match (threshold chosen without it)"
+            f" | shipped {MIN_CONFIDENCE} | before {BEFORE}"
+        )
+        pooled = []
+        for group, (threshold, decided) in folds.items():
+            pooled += decided
+            mine = [row for row, _ in decided]
+            print(
+                f"  {group:14} {_pair(figures(decided))}  (t={threshold:.3f})"
+                f" | {_pair(figures([(r, MIN_CONFIDENCE) for r in mine]))}"
+                f" | {_pair(figures([(r, BEFORE) for r in mine]))}"
+            )
+        print(
+            f"  {'all':14} {_pair(figures(pooled))}           "
+            f" | {_pair(figures([(r, MIN_CONFIDENCE) for r in rows]))}"
+            f" | {_pair(figures([(r, BEFORE) for r in rows]))}"
+        )
+
+
+def _pair(pair: tuple[float | None, float | None]) -> str:
+    return " / ".join("  -  " if value is None else f"{value:.3f}" for value in pair)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--provider-entry"]:
         print_provider_entry(Path(sys.argv[2]), sys.argv[3] == "True")
     else:
         main()
         real_catalog_figures()
+        decline_figures()

@@ -25,7 +25,7 @@ def catalog_of(*skills: tuple[str, str]) -> Catalog:
 
 def lexical(catalog: Catalog, query: str) -> list[tuple[str, float]]:
     """Each skill sharing a term with `query`, with its coverage, in BM25F order."""
-    scores, coverage, _ = RelevanceIndex.of(catalog).lexical(query)
+    scores, coverage, _, _ = RelevanceIndex.of(catalog).lexical(query)
     order = sorted(scores, key=lambda p: (-scores[p], p))
     return [(catalog.skills[p].name, coverage[p]) for p in order]
 
