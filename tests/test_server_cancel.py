@@ -176,3 +176,26 @@ def test_a_search_answers_during_32_hostile_scrapes(tmp_path: Path) -> None:
     assert [reply.status for reply in searches] == [200, 200, 200]
     assert all(reply.json["success"] for reply in searches)
     assert len(scrapes) == 32 and set(scrapes) <= {200, 408}
+
+
+def test_a_search_answered_at_once_is_never_watched_for_a_hang_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Watching costs two system calls a request: work done sooner never starts it (a roomy
+    # delay here, so a busy machine cannot make this flaky; the gateway's is 50 ms).
+    monkeypatch.setattr("siftlib.gateway.server.HANGUP_AFTER", 5.0)
+    searxng = FakeUpstream(searxng_body(3))
+    try:
+        with gateway(tmp_path, searxng=searxng.url) as gw:
+            watched: list[int] = []
+            original = gw.server.hangups.watch
+            monkeypatch.setattr(
+                gw.server.hangups,
+                "watch",
+                lambda connection, cancel: watched.append(1) or original(connection, cancel),
+            )
+            for _ in range(20):
+                assert call(gw.url, "POST", "/v1/search", {"query": "cached"}).status == 200
+    finally:
+        searxng.close()
+    assert (len(searxng.calls), watched) == (1, [])

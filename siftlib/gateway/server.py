@@ -97,6 +97,8 @@ log = logging.getLogger("sift.http")
 _T = TypeVar("_T")
 # Past a fetch's own deadline: the conversion and the answer itself.
 FETCH_MARGIN = 2.0
+# How long a search or fetch runs before its connection is watched for a hang-up.
+HANGUP_AFTER = 0.05
 
 _METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
 SHED_LOG_INTERVAL = 10.0
@@ -307,7 +309,14 @@ class GatewayServer(ThreadingHTTPServer):
             cancel.set()
 
         watch = self.watchdog.watch(due, expire)
-        watched = self.hangups.watch(connection, cancel)
+        # Watching for a hang-up costs two system calls; work done within HANGUP_AFTER (every
+        # cache hit) never needs it, so the deadline thread starts the watch only then.
+        watched: list[int] = []
+
+        def watch_hangup() -> None:
+            watched.append(self.hangups.watch(connection, cancel))
+
+        later = self.watchdog.watch(time.monotonic() + HANGUP_AFTER, watch_hangup)
         try:
             response = work(cancel)
         except Cancelled:
@@ -319,7 +328,8 @@ class GatewayServer(ThreadingHTTPServer):
                 raise
             raise AlreadyAnswered from None
         finally:
-            self.hangups.forget(watched)
+            if not later.settle() and watched:  # it started (settle waits for it): stop it
+                self.hangups.forget(watched[0])
             slots.put(None)
         if not watch.settle():
             raise AlreadyAnswered
