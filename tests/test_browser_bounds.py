@@ -5,6 +5,7 @@ next render is fine.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ import pytest
 from browserkit import rendering
 from fetchkit import PageServer, hang, page
 
+from siftlib.errors import Cancelled
 from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.metrics import Metrics
 
@@ -158,3 +160,13 @@ def test_a_crashed_or_hung_browser_is_restarted(
     fine(fetch, site)
     restarts = metrics.snapshot().get("browser_restarts", {})
     assert isinstance(restarts, dict) and restarts.get("reason=crash", 0) >= 1
+
+
+def test_a_cancelled_fetch_stops_its_render(fetch: Fetcher, site: PageServer) -> None:
+    cancel = threading.Event()
+    threading.Timer(1.5, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(Cancelled):
+        fetch.fetch(FetchRequest(url=site.url + "/never-loads", render=True), cancel=cancel)
+    assert time.monotonic() - started < TIMEOUT
+    fine(fetch, site)

@@ -579,7 +579,7 @@ class Fetcher:
             page.warnings.append("render: the browser is off ([fetch.browser] enabled)")
         if html and self.renderer is not None:
             content = converted_page.document.content
-            rendered = self.renderer.rerender(page, request, content, deadline)
+            rendered = self.renderer.rerender(page, request, content, deadline, cancel)
             if rendered is not None:
                 converted_page, convert_ms = converted()
         document = converted_page.document

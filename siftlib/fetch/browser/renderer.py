@@ -30,7 +30,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
-from siftlib.errors import Blocked, FetchFailed
+from siftlib.errors import Blocked, Cancelled, FetchFailed
 from siftlib.fetch.browser.cdp import BrowserGone, CallFailed, Pipe
 from siftlib.fetch.browser.proxy import Refusal, RenderProxy, tree
 from siftlib.fetch.browser.session import Hung, Rendered, render_once
@@ -184,7 +184,12 @@ class Renderer:
         return health
 
     def rerender(
-        self, page: Page, request: FetchRequest, content: str, deadline: float
+        self,
+        page: Page,
+        request: FetchRequest,
+        content: str,
+        deadline: float,
+        cancel: threading.Event | None = None,
     ) -> Rendered | None:
         """Render a statically fetched HTML page when asked or when it looks like a shell.
 
@@ -203,6 +208,7 @@ class Renderer:
                 deadline=deadline,
                 wait_for=request.wait_for,
                 screenshot=request.screenshot,
+                cancel=cancel,
             )
         except FetchFailed as exc:
             page.warnings.append(f"render failed: {exc}; the static page is returned")
@@ -216,13 +222,19 @@ class Renderer:
         return rendered
 
     def render(
-        self, url: str, *, deadline: float, wait_for: float = 0.0, screenshot: bool = False
+        self,
+        url: str,
+        *,
+        deadline: float,
+        wait_for: float = 0.0,
+        screenshot: bool = False,
+        cancel: threading.Event | None = None,
     ) -> Rendered:
-        """Render `url`; raise `Blocked` or `FetchFailed` (kinds `deadline`, `crash`, …)."""
+        """Render `url`; raise `Blocked`, `FetchFailed` (`deadline`, `crash`, …) or `Cancelled`."""
         if not self._slots.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
             raise self._failed("deadline", "waiting for a free page")
         try:
-            return self._render(url, deadline, wait_for, screenshot)
+            return self._render(url, deadline, wait_for, screenshot, cancel)
         finally:
             self._slots.release()
 
@@ -237,7 +249,14 @@ class Renderer:
         if launching is not None:
             launching.add_done_callback(lambda done: _kill_launched(done))
 
-    def _render(self, url: str, deadline: float, wait_for: float, screenshot: bool) -> Rendered:
+    def _render(
+        self,
+        url: str,
+        deadline: float,
+        wait_for: float,
+        screenshot: bool,
+        cancel: threading.Event | None,
+    ) -> Rendered:
         browser = self._ready(deadline)
         proxy = RenderProxy(
             self.guard,
@@ -251,6 +270,8 @@ class Renderer:
         reserve = min(2.5, max(budget * 0.3, 0.5))
 
         def check_memory() -> None:
+            if cancel is not None and cancel.is_set():
+                raise Cancelled("cancelled")
             if browser.rss() > MEMORY_BOUND:
                 self._restart(browser, "memory")
                 raise self._failed("memory", "the browser passed its memory bound")
@@ -264,7 +285,7 @@ class Renderer:
                 wait_for=wait_for,
                 screenshot=screenshot,
                 reserve=reserve,
-                watch_memory=_every(0.5, check_memory),
+                check=_every(0.2, check_memory),
                 contexts=browser.contexts,
             )
         except Hung:

@@ -84,7 +84,7 @@ def render_once(
     wait_for: float,
     screenshot: bool,
     reserve: float,
-    watch_memory: Callable[[], None] | None = None,
+    check: Callable[[], None] | None = None,  # called while waiting; may raise to stop
     contexts: dict[str, str | None] | None = None,
 ) -> Rendered:
     """Render `url` in a fresh context behind `proxy`; raise `Blocked`, `FetchFailed`, `Hung`."""
@@ -119,7 +119,7 @@ def render_once(
                 screenshot=screenshot,
                 reserve=reserve,
                 started=started,
-                watch_memory=watch_memory,
+                check=check,
             )
         finally:
             page.detach()
@@ -155,7 +155,7 @@ def _render(
     screenshot: bool,
     reserve: float,
     started: float,
-    watch_memory: Callable[[], None] | None,
+    check: Callable[[], None] | None,
 ) -> Rendered:
     read_at = deadline - reserve
     for method, params in (
@@ -172,7 +172,7 @@ def _render(
     if answer.get("errorText"):
         _navigation_failed(proxy, url, str(answer["errorText"]))
     warnings: list[str] = []
-    _pump(page, watch, until=lambda: watch.loaded, end=read_at, watch_memory=watch_memory)
+    _pump(page, watch, until=lambda: watch.loaded, end=read_at, check=check)
     if not watch.loaded:
         warnings.append("rendered: the page had not finished loading at the deadline")
     else:
@@ -182,16 +182,14 @@ def _render(
             watch,
             until=lambda: False,
             end=min(read_at, loaded_at + wait_for),
-            watch_memory=watch_memory,
+            check=check,
         )
         settled = time.monotonic()
 
         def quiet() -> bool:
             return watch.loaded and min(proxy.idle(), time.monotonic() - settled) >= QUIET
 
-        _pump(
-            page, watch, until=quiet, end=min(read_at, settled + SETTLE), watch_memory=watch_memory
-        )
+        _pump(page, watch, until=quiet, end=min(read_at, settled + SETTLE), check=check)
     if watch.crashed:
         raise FetchFailed("crash", "fetch failed: crash (the page crashed the renderer)")
     final = watch.document_url
@@ -230,15 +228,15 @@ def _pump(
     *,
     until: Callable[[], bool],
     end: float,
-    watch_memory: Callable[[], None] | None,
+    check: Callable[[], None] | None,
 ) -> None:
     """Handle the page's events until `until()` holds or `end` (monotonic) passes."""
     while not until() and not watch.crashed:
         left = end - time.monotonic()
         if left <= 0:
             return
-        if watch_memory is not None:
-            watch_memory()
+        if check is not None:
+            check()
         event = page.next_event(timeout=min(left, 0.1))
         if event is not None:
             _note(page, watch, *event)
