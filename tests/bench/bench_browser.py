@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from fetchkit import PageServer, page  # noqa: E402
 
 from siftlib.config import BrowserConfig, FetchConfig  # noqa: E402
-from siftlib.fetch import Fetcher, FetchRequest  # noqa: E402
+from siftlib.fetch.fetcher import Fetcher, FetchRequest  # noqa: E402
 
 RENDERS = 100
 STATIC_ROUNDS = 9
