@@ -423,3 +423,51 @@ def test_a_client_reset_mid_body_is_not_an_internal_error(
         assert call(gw.url, "GET", "/healthz").status == 200
     assert searxng.calls == []
     assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+
+
+def test_clients_that_close_each_connection_never_get_a_spurious_busy(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    """64 clients from one address, one request a connection: each reconnects at its answer."""
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        for _ in range(5):
+            reply = call(gw.url, "GET", "/healthz", headers={"Connection": "close"})
+            with lock:
+                statuses.append(reply.status)
+
+    with gateway(tmp_path, searxng=searxng.url) as gw:
+        threads = [threading.Thread(target=client) for _ in range(64)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        metrics = call(gw.url, "GET", "/metrics").json
+    assert statuses == [200] * 320
+    assert "http_shed" not in metrics or metrics["http_shed"] == {}
+
+
+def test_a_connection_shed_on_a_v2_route_gets_firecrawls_shape(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    with (
+        gateway(tmp_path, searxng=searxng.url, max_connections_per_client=1) as gw,
+        socket.create_connection(("127.0.0.1", gw.port)) as held,
+    ):
+        held.sendall(b"GET /hea")  # busy reading a head: the address is at its bound
+        reading_requests(gw, 1)
+        body = b'{"query": "q"}'
+        head = (
+            b"POST /v2/search HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+        ) % (gw.port, len(body))
+        with socket.create_connection(("127.0.0.1", gw.port), timeout=15) as second:
+            second.sendall(head + body)
+            answer = b""
+            while chunk := second.recv(65536):
+                answer += chunk
+    assert answer.startswith(b"HTTP/1.1 503 ")
+    shed = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert (shed["success"], shed["error"]) == (False, "server busy, retry")

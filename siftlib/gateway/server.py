@@ -72,6 +72,7 @@ import logging
 import math
 import queue
 import re
+import select
 import socket
 import threading
 import time
@@ -112,6 +113,15 @@ class AlreadyAnswered(Exception):
 
 class HungUp(Exception):
     """The client hung up while its request was worked on: nobody is left to answer."""
+
+
+def _asks_v2(request: socket.socket) -> bool:
+    """Tell whether a connection about to be shed sent a `/v2/` request line (peeked, 5 ms)."""
+    with suppress(OSError):
+        if select.select([request], [], [], 0.005)[0]:
+            line = request.recv(64, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+            return b" /v2/" in line.split(b"\n", 1)[0]
+    return False
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -207,6 +217,7 @@ class GatewayServer(ThreadingHTTPServer):
         self._state = threading.Condition(threading.Lock())
         self._connections = 0
         self._per_client: dict[str, int] = {}
+        self._counted: set[int] = set()  # the connections counted in the two above, by id
         self._handlers: set[Handler] = set()
         self._in_flight = 0
         self._shed_since_log = 0
@@ -396,6 +407,7 @@ class GatewayServer(ThreadingHTTPServer):
             if shed is None:
                 self._connections += 1
                 self._per_client[client] = held + 1
+                self._counted.add(id(request))
         if victim is not None:
             self.searcher.metrics.inc("http_shed", reason="evicted")
             victim.evict()
@@ -403,13 +415,13 @@ class GatewayServer(ThreadingHTTPServer):
             try:
                 super().process_request(request, client_address)
             except BaseException:
-                self._connection_done(client)
+                self.release_connection(request, client)
                 raise
             return
         self._shed(shed)
         try:
             request.settimeout(1.0)
-            request.sendall(wire.BUSY)
+            request.sendall(wire.BUSY_V2 if _asks_v2(request) else wire.BUSY)
         except OSError:
             pass
         self.shutdown_request(request)
@@ -419,7 +431,23 @@ class GatewayServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._connection_done(str(client_address[0]))
+            self.release_connection(request, str(client_address[0]))
+
+    def release_connection(self, request: Any, client: str) -> None:
+        """Free a connection's place under the bounds, once: at its last answer, or its end.
+
+        A `Connection: close` client reconnects as soon as it has its answer, before the
+        handler thread has torn the old connection down: counted until then, 64 such
+        clients from one address found it at its bound and got a spurious 503.
+        """
+        with self._state:
+            if id(request) not in self._counted:
+                return
+            self._counted.discard(id(request))
+            self._connections -= 1
+            held = self._per_client.pop(client) - 1
+            if held:
+                self._per_client[client] = held
 
     def register(self, handler: Handler) -> None:
         """Know a connection's handler, so it can be evicted while idle."""
@@ -461,13 +489,6 @@ class GatewayServer(ThreadingHTTPServer):
         import sys
 
         log.debug("connection error: %s", type(sys.exc_info()[1]).__name__)
-
-    def _connection_done(self, client: str) -> None:
-        with self._state:
-            self._connections -= 1
-            held = self._per_client.pop(client) - 1
-            if held:
-                self._per_client[client] = held
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -837,6 +858,8 @@ class Handler(BaseHTTPRequestHandler):
             head_only=head_only,
         )
         self.wfile.write(answer)
+        if self.close_connection:
+            self.server.release_connection(self.request, str(self.client_address[0]))
         self._count(status)
 
     def _field(self, name: str) -> str | None:

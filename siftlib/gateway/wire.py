@@ -47,14 +47,17 @@ MAX_HEAD_BYTES = 16 * 1024
 _MAX_FIELDS = 100
 _JSON = json.JSONEncoder(ensure_ascii=False)  # one encoder for every answer, not one each
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_BUSY_BODY = (
-    b'{"error": "server busy, retry", "details": "the gateway holds as many connections as '
+_BUSY_HEAD = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+)
+_BUSY_FIELDS = (
+    b'"error": "server busy, retry", "details": "the gateway holds as many connections as '
     b'it serves at once; retry in a moment"}\n'
 )
-BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY)
-)
+BUSY = _BUSY_HEAD % (len(_BUSY_FIELDS) + 1, b"{" + _BUSY_FIELDS)
+_BUSY_V2 = b'{"success": false, ' + _BUSY_FIELDS
+BUSY_V2 = _BUSY_HEAD % (len(_BUSY_V2), _BUSY_V2)  # Firecrawl's shape on /v2/
 
 
 HEAD_TOO_LARGE = f"the request head is over {MAX_HEAD_BYTES // 1024} KiB"
