@@ -4,8 +4,10 @@
 
 `config.toml` holds every setting at its default, each with a comment saying what it does, so
 the operator edits values instead of guessing keys; loading it gives exactly the defaults (a
-test checks this against `Config` and `RerankSettings`). `secret.env` goes beside it, created
-with mode 0600 whatever the umask, its keys commented out so that nothing blank counts as set.
+test checks this against `Config` and `RerankSettings`). `secret.env` goes beside it, its keys
+commented out so that nothing blank counts as set. Both files are created 0600 and the
+folders sift makes for them 0700, whatever the umask: under umask 0 another local user could
+otherwise add pinholes to the config or point it at their own store.
 The config's `server.secret_env` names that file, so the two always go together.
 
 Nothing is ever overwritten: when either file exists, neither is written (`StarterExists`).
@@ -146,10 +148,24 @@ def write_starter(*, config_path: Path, db: Path, searxng: str | None = None) ->
             raise StarterExists(
                 f"{path} exists: sift init never overwrites; move it away or choose --dir DIR"
             )
-    config_path.parent.mkdir(parents=True, exist_ok=True)
-    _create(secret_path, SECRET_TEMPLATE, private=True)
+    _make_private_dirs(config_path.parent)
+    _create(secret_path, SECRET_TEMPLATE)
     _create(config_path, render_config(db=db, secret_env=secret_path.absolute(), searxng=searxng))
     return [config_path, secret_path]
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """Create `directory` and its missing parents 0700, whatever the umask (0 gave 0777)."""
+    missing = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            continue  # another writer made it meanwhile: its mode is its own
+        os.chmod(path, 0o700)
 
 
 def enable_searxng(config_path: Path, url: str) -> None:
@@ -188,11 +204,11 @@ def enable_searxng(config_path: Path, url: str) -> None:
         draft.unlink(missing_ok=True)
 
 
-def _create(path: Path, text: str, *, private: bool = False) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
+def _create(path: Path, text: str) -> None:
+    """Create a file 0600: the config can name a store with its password, or add pinholes."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        if private:
-            os.fchmod(f.fileno(), 0o600)  # exactly owner read/write, whatever the umask
+        os.fchmod(f.fileno(), 0o600)  # exactly owner read/write, whatever the umask
         f.write(text)
 
 

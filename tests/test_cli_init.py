@@ -130,3 +130,17 @@ def test_init_searxng_enables_the_source_in_an_existing_config_keeping_the_rest(
     assert [(s.name, s.url) for s in config.enabled_sources] == [("searxng", searxng.url)]
     assert sift("search", "--config", str(config_path), "wal").returncode == 0
     assert not list(tmp_path.glob(".*"))  # the draft is gone
+
+
+def test_init_under_umask_0_writes_private_files_in_a_private_folder(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "sift"
+    previous = os.umask(0)
+    try:
+        done = sift("init", "--dir", str(target))
+    finally:
+        os.umask(previous)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    assert stat.S_IMODE(target.parent.stat().st_mode) == 0o700
+    for name in ("config.toml", "secret.env"):
+        assert stat.S_IMODE((target / name).stat().st_mode) == 0o600

@@ -176,7 +176,7 @@ def run_bakeoff(
         "sift_version": __version__,
         "configs": {config: {"ran": why is None, "reason": why} for config, why in reasons.items()},
     }
-    write_private(out / META, dump_json(meta))
+    write_private(out / META, dump_json(meta), exclusive=True)
     if not runnable:
         raise BakeoffError(
             f"no configuration can run ({'; '.join(sorted(set(filter(None, reasons.values()))))}); "

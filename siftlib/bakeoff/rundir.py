@@ -14,8 +14,10 @@ from a copy of `packs/` and `judgments.csv` (bakeoff/BAKEOFF.md).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -29,26 +31,57 @@ TARGETS = "targets.txt"
 
 
 def make_private_dir(path: Path) -> None:
-    """Create `path` (and missing parents) owner-only, or make an existing one so."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create `path` (and missing parents) owner-only, or make an existing one of ours so.
+
+    A directory that is another user's, or a symbolic link, is refused: its owner could
+    plant links in it (`queries.txt -> a victim file`) or read what the run writes.
+    """
+    try:
+        path.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        found = path.lstat()
+        if stat.S_ISLNK(found.st_mode) or not stat.S_ISDIR(found.st_mode):
+            raise BakeoffError(f"{path} is not a directory (a symbolic link or a file)") from None
+        if found.st_uid != os.getuid():
+            raise BakeoffError(
+                f"{path} belongs to another user: choose a directory of yours"
+            ) from None
     os.chmod(path, 0o700)
 
 
 def open_private(path: Path, *, exclusive: bool = False, newline: str | None = None) -> IO[str]:
-    """Open `path` for writing as an owner-only (0600) UTF-8 file, whatever the umask."""
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
-    fd = os.open(path, flags, 0o600)
+    """Open `path` for writing as an owner-only (0600) UTF-8 file, whatever the umask.
+
+    A symbolic link there is never followed (`O_NOFOLLOW`); an existing file is rewritten
+    only when it is ours and has no other name (a hard link to another file is refused
+    before it is truncated); `exclusive` refuses any existing file.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_EXCL if exclusive else 0)
     try:
-        os.fchmod(fd, 0o600)  # an existing file keeps its mode through O_TRUNC
+        fd = os.open(path, flags, 0o600)
+    except FileExistsError:
+        raise BakeoffError(f"{path} exists: a run directory is written once") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise BakeoffError(
+                f"{path} is a symbolic link: sift never writes through one"
+            ) from None
+        raise
+    try:
+        found = os.fstat(fd)
+        if found.st_uid != os.getuid() or found.st_nlink > 1:
+            raise BakeoffError(f"{path} is another user's file or a link to one: not written")
+        os.ftruncate(fd, 0)
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode through the truncation
         return os.fdopen(fd, "w", encoding="utf-8", newline=newline)
     except BaseException:
         os.close(fd)
         raise
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write `path` whole as an owner-only (0600) UTF-8 file."""
-    with open_private(path) as f:
+def write_private(path: Path, text: str, *, exclusive: bool = False) -> None:
+    """Write `path` whole as an owner-only (0600) UTF-8 file (a new one, when `exclusive`)."""
+    with open_private(path, exclusive=exclusive) as f:
         f.write(text)
 
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import os
 import pty
+import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
 from clikit import sift
 
 from siftlib.bakeoff.run import charged, read_query_set, run_bakeoff
 from siftlib.bakeoff.rundir import Line
 from siftlib.cli import main
+from siftlib.errors import BakeoffError
 
 from .conftest import QUERIES, TARGETS, write_config, write_inputs
 
@@ -282,3 +285,49 @@ def test_skipped_lines_are_counted_at_the_end(tmp_path, providers):
         "searxng+brave+tavily 3, tavily-direct 3 (of 4 each). Only configurations that ran "
         "every query can win the report; raise --max-credits and run again to compare them all."
     )
+
+
+def test_a_run_directory_of_another_user_is_refused(
+    tmp_path, providers, monkeypatch, open_searcher
+):
+    config = write_config(tmp_path, providers)
+    foreign = tmp_path / "theirs"
+    foreign.mkdir(mode=0o777)
+    os.chmod(foreign, 0o777)
+    real_uid = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: real_uid + 1)  # as another user would see it
+    plan = read_query_set(*write_inputs(tmp_path, QUERIES, TARGETS))
+    with pytest.raises(BakeoffError, match="belongs to another user"):
+        run_bakeoff(open_searcher(config), plan, out=foreign, k=3)
+    assert list(foreign.iterdir()) == []
+    assert stat.S_IMODE(foreign.stat().st_mode) == 0o777  # not taken over either
+
+
+def test_a_planted_symlink_in_the_run_directory_is_never_followed(
+    tmp_path, providers, open_searcher
+):
+    config = write_config(tmp_path, providers)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    victim.chmod(0o644)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "queries.txt").symlink_to(victim)
+    plan = read_query_set(*write_inputs(tmp_path, QUERIES, TARGETS))
+    with pytest.raises(BakeoffError, match="is a symbolic link"):
+        run_bakeoff(open_searcher(config), plan, out=run_dir, k=3)
+    assert victim.read_text() == "precious\n"
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644
+
+
+def test_a_hard_link_in_the_run_directory_is_not_truncated(tmp_path, providers, open_searcher):
+    config = write_config(tmp_path, providers)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    os.link(victim, run_dir / "queries.txt")
+    plan = read_query_set(*write_inputs(tmp_path, QUERIES, TARGETS))
+    with pytest.raises(BakeoffError, match="link to one"):
+        run_bakeoff(open_searcher(config), plan, out=run_dir, k=3)
+    assert victim.read_text() == "precious\n"
