@@ -42,6 +42,18 @@ _PREFIXES = (
 _HOMES = itertools.count()
 
 
+@pytest.fixture(autouse=True, scope="session")
+def conversion_workers() -> None:
+    """Start this test process's conversion workers once, before any test's fetch deadline.
+
+    A worker's first imports take a second, many on a loaded machine: a cold start must not
+    turn a test's short fetch deadline into a 408.
+    """
+    from gatewaykit import warm_conversion_pool
+
+    warm_conversion_pool()
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Drop sift, provider and proxy variables; point `~` and the platformdirs homes at a

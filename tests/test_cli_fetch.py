@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import socket
 from pathlib import Path
@@ -211,3 +212,35 @@ def test_the_format_choices_are_the_native_routes_formats() -> None:
     from siftlib.gateway.scrape import NATIVE_FORMATS
 
     assert FORMATS == NATIVE_FORMATS
+
+
+class Terminal(io.StringIO):
+    """Standard output as a terminal: sift neutralises what a terminal would act on."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+HOSTILE_TEXT = b"before\x1b]52;c;cm0gLXJmIH4=\x07 middle\x1b[2J\x1b[H after\n"
+
+
+def test_terminal_escapes_in_a_page_never_reach_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with PageServer({"/t": page(HOSTILE_TEXT, content_type="text/plain")}) as site:
+        terminal = Terminal()
+        monkeypatch.setattr("sys.stdout", terminal)
+        code = main(["fetch", site.url + "/t", "--config", config(tmp_path, site.allow)])
+    assert code == 0
+    assert (
+        terminal.getvalue()
+        == "before\ufffd]52;c;cm0gLXJmIH4=\ufffd middle\ufffd[2J\ufffd[H after\n"
+    )
+
+
+def test_a_page_piped_elsewhere_keeps_its_bytes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with PageServer({"/t": page(HOSTILE_TEXT, content_type="text/plain")}) as site:
+        assert main(["fetch", site.url + "/t", "--config", config(tmp_path, site.allow)]) == 0
+    assert capsys.readouterr().out == HOSTILE_TEXT.decode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -305,3 +306,24 @@ def test_the_default_secret_env_may_be_missing_quietly(
     )
     done = sift("search", "q", "--config", str(path))
     assert (done.returncode, done.stderr) == (0, "no results\n")
+
+
+class Terminal(io.StringIO):
+    """Standard output as a terminal: sift neutralises what a terminal would act on."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_escapes_in_titles_never_reach_a_terminal(
+    tmp_path: Path, httpserver: HTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    title = "Clear\x1b[2J and copy\x1b]52;c;cm0gLXJmIH4=\x07 and \x9b31m"
+    httpserver.expect_request("/searxng/search").respond_with_json(
+        {"results": [{"url": "https://a.com", "title": title, "content": "a", "score": 1}]}
+    )
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stdout", terminal)
+    assert main(["search", "q", "--config", config(tmp_path, httpserver)]) == 0
+    first = terminal.getvalue().splitlines()[0]
+    assert first == "Clear\ufffd[2J and copy\ufffd]52;c;cm0gLXJmIH4=\ufffd and \ufffd31m"

@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from siftlib.commands import for_terminal
 from siftlib.errors import (
     AuthError,
     Blocked,
@@ -124,7 +125,7 @@ def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
         return
     for warning in envelope.get("warnings", []):
         print(f"sift: warning: {warning}", file=sys.stderr)
-    content = str(envelope.get("content", ""))
+    content = for_terminal(str(envelope.get("content", "")), sys.stdout)
     sys.stdout.write(content if content.endswith("\n") or not content else content + "\n")
 
 

@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from siftlib.commands import fail
+from siftlib.commands import fail, for_terminal
 from siftlib.errors import AuthError, ConfigError, NoResultsError, QueryError, UnreachableError
 
 ENABLE_KEYS = "search.searxng.enabled, search.brave_llm.enabled or search.tavily.enabled"
@@ -99,7 +99,7 @@ def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
         # An empty snippet leaves no empty line: a blank line is what separates hits.
         blocks.append("\n".join([title, url, snippet] if snippet else [title, url]))
     if blocks:
-        print("\n\n".join(blocks))
+        print(for_terminal("\n\n".join(blocks), sys.stdout))
 
 
 def _fail(args: argparse.Namespace, exc: Exception, code: int) -> int:
