@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from gatewaykit import FakeUpstream, call, gateway, searxng_body, wait_until
 
 from siftlib.config import FetchConfig
 from siftlib.errors import Cancelled
+from siftlib.fetch.fetcher import Fetcher
+from siftlib.fetch.workers import WorkerPool
 from siftlib.search.pipeline import SearchRequest
 
 
@@ -151,10 +154,18 @@ def test_a_search_answers_during_32_hostile_scrapes(tmp_path: Path) -> None:
     """
     searxng = FakeUpstream(searxng_body(5))
     scrapes: list[int] = []
-    with PageServer({"/links": page(hostile_links(100_000))}) as site:
-        fetch = FetchConfig(allow=(site.allow,), timeout=5.0, per_host=32)
+    with (
+        PageServer({"/links": page(hostile_links(100_000))}) as site,
+        WorkerPool(
+            2, preload=("siftlib.fetch.fetcher", "siftlib.fetch.convert")
+        ) as pool,  # its own: killed
+    ):
+        pool.start()
+        pool.run(len, b"", deadline=time.monotonic() + 120)  # warm: the pages are the test
+        settings = FetchConfig(allow=(site.allow,), timeout=5.0, per_host=32)
+        fetcher = Fetcher(settings, pool=pool)
         try:
-            with gateway(tmp_path, searxng=searxng.url, fetch=fetch, max_fetches=32) as gw:
+            with gateway(tmp_path, searxng=searxng.url, fetcher=fetcher, max_fetches=32) as gw:
                 threads = [
                     threading.Thread(
                         target=lambda: scrapes.append(
