@@ -280,7 +280,7 @@ def test_sdk_scrape_typed_errors(scraping: Gateway, site: PageServer) -> None:
     with pytest.raises(FirecrawlError) as pdf:
         client.scrape(site.url + "/report.pdf")
     assert pdf.value.status_code == 415
-    assert "unsupported content type: application/pdf" in str(pdf.value)
+    assert "unsupported content: the PDF is broken (it does not parse)" in str(pdf.value)
     with pytest.raises(RequestTimeoutError):
         client.scrape(site.url + "/slow", timeout=500)
     with pytest.raises(UnauthorizedError):

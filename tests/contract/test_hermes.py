@@ -167,7 +167,7 @@ def test_hermes_reports_sifts_refusals_per_url(
         site.routes["/hop"] = redirect(f"http://127.0.0.1:{idle.port}/admin")
         urls = [site.url + "/report.pdf", site.url + "/hop", site.url + "/news"]
         pdf, hop, news = extract(urls, format="markdown")["results"]  # type: ignore[misc]
-    assert "unsupported content type: application/pdf" in pdf["error"]
+    assert "unsupported content: the PDF is broken (it does not parse)" in pdf["error"]
     assert "blocked: 127.0.0.1 is a loopback address" in hop["error"]
     assert news["content"].startswith("# City council")
     assert idle.connections == 0
