@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import atexit
 import base64
+import copy
 import dataclasses
+import functools
 import html
 import json
 import logging
@@ -69,6 +71,7 @@ from siftlib.errors import (
     UnreadableContent,
     UnsupportedContent,
 )
+from siftlib.fetch.cache import Recent
 from siftlib.fetch.challenge import challenge_of
 from siftlib.fetch.guard import Guard, Hop
 from siftlib.fetch.workers import WorkCancelled, WorkerPool, WorkFailed, WorkTimeout
@@ -122,6 +125,8 @@ log = logging.getLogger("sift")
 # (its cost grows with the square of the size: docs "Reading pages", hostile pages).
 POOL_SIZE = max(2, min(4, os.cpu_count() or 2))
 CONVERT_MEMORY = 1 << 30
+# The fetch cache's latest answers kept decoded in memory, in bytes of their stored form.
+RECENT_BYTES = 32 * 1024 * 1024
 PDF_MEMORY = 1 << 30  # a PDF reader's address space: a 10 MiB PDF of text reads in 200 MB
 MAIN_CONTENT_MAX_BYTES = 1 << 20
 _PRELOAD = ("siftlib.fetch.fetcher", "siftlib.fetch.convert", "trafilatura")
@@ -281,6 +286,13 @@ def convert_page(body: bytes, shape: _Shape) -> _Converted:
     return _Converted(document, warnings, bool(cut))
 
 
+@functools.lru_cache(maxsize=4096)  # the same requests come again: that is why they hit
+def _fetch_key(request: FetchRequest, caller_class: str) -> str:
+    from siftlib.fetch.cache import fetch_key
+
+    return fetch_key(request, caller_class=caller_class)
+
+
 def _encoded(result: FetchResult) -> bytes:
     """Return a result as the fetch cache keeps it (JSON, without a screenshot)."""
     fields = dataclasses.asdict(result)
@@ -385,6 +397,7 @@ class Fetcher:
         self.settings = settings
         self._pool = pool  # None: the process's shared conversion workers
         self.cache = cache  # None: every fetch goes out (`siftlib.fetch.cache`)
+        self._recent = Recent(RECENT_BYTES)  # the latest answers, decoded (`Recent`)
         if cache is not None and metrics is not None:  # both counters show from the start
             metrics.inc("fetch_cache_hit", 0)
             metrics.inc("fetch_cache_miss", 0)
@@ -477,10 +490,9 @@ class Fetcher:
         """Return the request's cache key, or "" when the cache is off for it."""
         if self.cache is None or request.screenshot:
             return ""
-        from siftlib.fetch.cache import fetch_key
         from siftlib.search.pipeline import caller_class
 
-        return fetch_key(request, caller_class=caller_class(request.caller, self.restricted))
+        return _fetch_key(request, caller_class(request.caller, self.restricted))
 
     def _cached(self, request: FetchRequest, key: str) -> FetchResult | None:
         """Return a stored answer younger than the request's max age, counting hit or miss."""
@@ -488,22 +500,27 @@ class Fetcher:
             return None
         limit = self.settings.cache_max_age
         max_age = limit if request.max_age is None else min(request.max_age, limit)
-        entry = None
-        if max_age > 0:
+        now = time.time()
+        found = self._recent.get(key, now=now, max_age=max_age) if max_age > 0 else None
+        if found is None and max_age > 0:
             from siftlib.fetch.cache import CacheFault
 
             try:
-                entry = self.cache.get(key, now=time.time(), max_age=max_age)
+                entry = self.cache.get(key, now=now, max_age=max_age)
             except CacheFault as exc:
                 log.warning("fetch cache: read failed (%s); fetching uncached", exc)
-        result = _decoded(entry.value) if entry is not None else None
-        if result is None:
+                entry = None
+            stored = _decoded(entry.value) if entry is not None else None
+            if entry is not None and stored is not None:
+                found = stored, entry.stored_at
+                self._recent.put(key, stored, stored_at=entry.stored_at, size=len(entry.value))
+        if found is None:
             self._count("fetch_cache_miss")
             return None
         self._count("fetch_cache_hit")
-        result.url = request.url
-        result.cached_at = entry.stored_at if entry is not None else None
-        return result
+        answer: FetchResult = copy.copy(found[0])  # shallow: the cached lists are never changed
+        answer.url, answer.cached_at = request.url, found[1]
+        return answer
 
     def _store(self, request: FetchRequest, key: str, result: FetchResult) -> None:
         """Keep a complete, successful answer (2xx, nothing cut, no warning) in the cache."""
@@ -513,10 +530,14 @@ class Fetcher:
             return
         from siftlib.fetch.cache import CacheFault
 
+        value, now = _encoded(result), time.time()
         try:
-            self.cache.put(key, _encoded(result), now=time.time())
+            self.cache.put(key, value, now=now)
         except CacheFault as exc:
             log.warning("fetch cache: write failed (%s); the answer is not kept", exc)
+            return
+        kept = dataclasses.replace(result, screenshot=None, cached_at=None)
+        self._recent.put(key, kept, stored_at=now, size=len(value))
 
     def _count(self, name: str, amount: float = 1, **labels: str) -> None:
         if self.metrics is not None:

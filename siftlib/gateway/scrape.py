@@ -35,6 +35,7 @@ Decisions the spec leaves open:
 from __future__ import annotations
 
 import datetime
+import functools
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -157,6 +158,7 @@ def firecrawl_request(
     return ScrapeRequest(request, tuple(names))
 
 
+@functools.lru_cache(maxsize=1024)  # one entry's time, asked for on each of its hits
 def _iso(epoch: float) -> str:
     """Return a time as Firecrawl writes one: ISO 8601 in UTC with milliseconds."""
     moment = datetime.datetime.fromtimestamp(epoch, datetime.UTC)

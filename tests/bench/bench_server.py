@@ -131,10 +131,12 @@ def _ms(text: str) -> float:
     return float(number) * _UNITS[unit]
 
 
-def load(pid: int, port: int, body: bytes, script: Path) -> dict[str, float]:
+def load(
+    pid: int, port: int, body: bytes, script: Path, path: str = "/v2/search"
+) -> dict[str, float]:
     """Drive `wrk -t2 -c16` for SECONDS; return req/s, p50, p99, errors and CPU us/request."""
     script.write_text(WRK_SCRIPT % (body.decode(), TOKEN))
-    url = f"http://127.0.0.1:{port}/v2/search"
+    url = f"http://127.0.0.1:{port}{path}"
     argv = ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{SECONDS:g}s", "--latency", "-s", str(script)]
     before = cpu_seconds(pid)
     out = subprocess.run([*argv, url], capture_output=True, text=True, check=True).stdout
