@@ -584,3 +584,28 @@ def test_every_listed_tool_checks_its_own_schema(box: Toolbox) -> None:
         checked = tool.check({required: "x"})
         for name, rules in tool.input_schema["properties"].items():
             assert checked[name] == rules.get("default", "x")
+
+
+def test_web_fetch_reads_a_pdf_and_reads_it_again_from_the_cache(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    from pdfkit import Pdf, Text, paragraph
+
+    pdf = Pdf(title="Rail report").page(
+        [Text(72, 720, 24, "Rail report"), *paragraph(72, 680, 11, "The tram runs hourly. " * 9)]
+    )
+    httpserver.expect_request("/report.pdf").respond_with_data(
+        pdf.bytes(), content_type="application/pdf"
+    )
+    url = httpserver.url_for("/report.pdf")
+    toolbox = open_toolbox(tmp_path, config=fetch_config(tmp_path, url))
+    try:
+        first = run(toolbox, "web_fetch", {"url": url})
+        second = run(toolbox, "web_fetch", {"url": url})
+    finally:
+        toolbox.close()
+    assert first.structured is not None and second.structured is not None
+    assert first.structured["title"] == "Rail report"
+    assert first.structured["content"].startswith("# Rail report\n\nThe tram runs hourly.")
+    assert second.structured["content"] == first.structured["content"]
+    assert len(httpserver.log) == 1  # the second read came from the fetch cache

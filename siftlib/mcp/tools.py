@@ -379,8 +379,9 @@ class Toolbox:
         """Return the in-process fetcher, reading the `[fetch]` config on first use."""
         with self._lock:
             if self._fetcher is None:
-                from siftlib.config import load_config
+                from siftlib.config import load_config, load_secrets
                 from siftlib.errors import ConfigError
+                from siftlib.fetch.cache import open_fetch_cache
                 from siftlib.fetch.fetcher import Fetcher
 
                 config = load_config(self.where.config)
@@ -388,7 +389,11 @@ class Toolbox:
                     raise ConfigError(
                         f"fetch is disabled: set fetch.enabled = true in {config.path}"
                     )
-                self._fetcher = self._stack.enter_context(Fetcher(config.fetch))
+                secrets = load_secrets(config.secret_env, expected=config.secret_env_configured)
+                cache = open_fetch_cache(config, secrets)  # pages read again come from it
+                if cache is not None:
+                    self._stack.callback(cache.close)
+                self._fetcher = self._stack.enter_context(Fetcher(config.fetch, cache=cache))
             return self._fetcher
 
     def _config_path(self) -> Path:
