@@ -49,7 +49,7 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 	touch $@
 
 # Three pytest-xdist workers on two cores: much of the suite waits on child processes, sockets and
-# timeouts, which the other workers fill (README "Tests"); worksteal evens out the long tests.
+# timeouts, which the other workers fill (docs/development.md); worksteal evens out the long tests.
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: else every worker rewrites every
 # test module's asserts, and every child process compiles siftlib, on every run. Temporary files
 # go to a folder of this clone's own outside it (emptied at the start; tests need to be outside

@@ -175,7 +175,7 @@ class FetchConfig(NamedTuple):
     allow: tuple[str, ...] = ()
     per_host: int = 4
     browser: BrowserConfig = BrowserConfig()
-    pdf_max_pages: int = 200  # pages of a PDF read; past them a warning (README "PDFs")
+    pdf_max_pages: int = 200  # pages of a PDF read; past them a warning (docs/page-reading.md)
     cache_max_age: float = 3600.0  # seconds; the fetch cache's default maxAge and entry TTL
     cache_max_bytes: int = 256 * 1024 * 1024  # stored answers; the oldest go first past it
 

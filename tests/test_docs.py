@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from docskit import README, readme_block_after
+from docskit import README, docs_block_after
 
 from siftlib.cli import COMMANDS, main
 
@@ -90,7 +90,7 @@ def test_the_readme_skill_search_text_is_real_output(
     monkeypatch.chdir(tmp_path)
     out = run_in_demo(["rerank-skills", "pdf form", "--limit", "2"], tmp_path, capsys)
     marker = 'sift rerank-skills "pdf form" --limit 2 --skills-dir testdata/skills/catalog'
-    assert out == readme_block_after(marker)
+    assert out == docs_block_after(marker)
 
 
 def test_the_readme_skill_search_json_is_real_output(
@@ -98,7 +98,7 @@ def test_the_readme_skill_search_json_is_real_output(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     out = run_in_demo(["rerank-skills", "pdf form", "--limit", "1", "--json"], tmp_path, capsys)
-    shown = json.loads(readme_block_after("`--json` prints the tool-result shape").strip())
+    shown = json.loads(docs_block_after("`--json` prints the tool-result shape").strip())
     real = json.loads(out)
     assert real["details"] == shown["details"]
     # The text is shortened in the README after its first sentence, marked by "…".
@@ -113,9 +113,7 @@ def test_the_readme_eval_example_is_real_output(
     fixtures = REPO / "testdata" / "skills" / "eval" / "dev.jsonl"
     assert main(["rerank-skills", "eval", "--fixtures", str(fixtures)]) == 0
     out = capsys.readouterr().out
-    shown = readme_block_after(
-        "sift rerank-skills eval --fixtures testdata/skills/eval/dev.jsonl\n"
-    )
+    shown = docs_block_after("sift rerank-skills eval --fixtures testdata/skills/eval/dev.jsonl\n")
     # Latencies vary from run to run: every other column must be as the README shows it.
     assert list(map(without_latency, out.splitlines())) == list(
         map(without_latency, shown.splitlines())

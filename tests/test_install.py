@@ -1,6 +1,6 @@
-"""The README's install steps, run as written in a fresh virtual environment, offline.
+"""The install steps of docs/operators.md, run as written in a fresh virtual environment, offline.
 
-The steps are read from the README block marked `install-steps`; only the paths move into a
+The steps are read from the block marked `install-steps`; only the paths move into a
 temporary directory (/opt/sift, /etc/sift), `python3` is this interpreter, and `pip install`
 takes sift's runtime dependencies from `.venv/wheelhouse` (built by `make test`) instead of
 the package index, without compiling their bytecode (babel's and dateparser's data modules
@@ -33,10 +33,10 @@ WHEELHOUSE = REPO / ".venv" / "wheelhouse"
 
 
 def install_steps() -> list[str]:
-    """Return the command lines of the README's `install-steps` block."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """Return the command lines of the `install-steps` block of docs/operators.md."""
+    text = (REPO / "docs" / "operators.md").read_text(encoding="utf-8")
     found = re.search(r"<!-- install-steps:.*?-->\n```bash\n(.*?)```", text, re.DOTALL)
-    assert found, "README.md has no install-steps block"
+    assert found, "docs/operators.md has no install-steps block"
     return [line.strip() for line in found.group(1).splitlines() if line.strip()]
 
 

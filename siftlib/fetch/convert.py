@@ -22,9 +22,10 @@ Steps for HTML:
    that hold no article, hidden elements (`hidden`, `aria-hidden`, `display:none`), inline
    `data:` images and 1×1 tracking pixels are dropped;
 4. main content (`main_content=True`, the default): trafilatura picks the article body
-   (measured on testdata/fetch: it scores above our own heuristic, see README "Reading
-   pages"), with its own settings, as the article benchmark runs it; only a result under
-   its 250-character minimum is tried again with the minimum at 10 (`_settings`), so a
+   (measured on testdata/fetch: it scores above our own heuristic, see
+   docs/page-reading.md), with its own settings, as the article benchmark runs it; only a
+   result under its 250-character minimum is tried again with the minimum at 10
+   (`_settings`), so a
    short page keeps its structure instead of a flat dump with its menu; a `<pre>` reaches it
    as `<pre><code>` (`_wrap_code`), the one shape it always keeps as code; when it finds
    nothing, `_own_main` keeps the largest `<article>`/`<main>`, else the body, without

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from docskit import readme_block_after
+from docskit import docs_block_after
 
 from siftlib.cli import main
 from siftlib.skills.answer import render_json
@@ -348,7 +348,7 @@ def test_local_mode_on_the_real_catalog(
     assert answer["details"] == NONE_DETAILS
 
 
-# The README's local-mode examples over the real catalog, as written there: the command, then
+# The docs' local-mode examples over the real catalog, as written there: the command, then
 # its output block, with the catalog written out at /tmp/skills-real.
 README_EXAMPLES = (
     'sift rerank-skills "fill in a word document" --mode keyword --limit 1',
@@ -362,14 +362,14 @@ README_EXAMPLES = (
 def test_the_readme_local_examples_are_real_output(
     command: str, capsys: pytest.CaptureFixture[str], real_skills_dir: Path
 ) -> None:
-    shown = readme_block_after(f"{command} --skills-dir /tmp/skills-real\n")
+    shown = docs_block_after(f"{command} --skills-dir /tmp/skills-real\n")
     argv = command.removeprefix("sift rerank-skills ")
     query = argv[1 : argv.index('"', 1)]
     options = argv[argv.index('"', 1) + 1 :].split()
     code, out, _ = run(capsys, query, *options, "--skills-dir", str(real_skills_dir))
     assert code == 0
     real = out.replace(str(real_skills_dir), "/tmp/skills-real")
-    # A long description is shortened in the README, marked by "[…]".
+    # A long description is shortened in the docs, marked by "[…]".
     head, _, tail = shown.partition(" […]")
     assert real.startswith(head) and real.endswith(tail)
     assert real == shown or "[…]" in shown
