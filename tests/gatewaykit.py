@@ -27,7 +27,7 @@ from siftlib.fetch.fetcher import Fetcher
 from siftlib.gateway.server import GatewayServer
 from siftlib.metrics import Metrics
 from siftlib.search.pipeline import Searcher
-from siftlib.store.sqlite import open_store
+from siftlib.store.factory import open_store
 
 REPO = Path(__file__).resolve().parent.parent
 TESTDATA = REPO / "testdata"

@@ -414,7 +414,7 @@ def test_upstream_connections_are_reused_across_searches(
 def test_uncapped_paid_credits_still_count_toward_the_daily_total(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
-    from siftlib.store.sqlite import open_store
+    from siftlib.store.factory import open_store
 
     serve_all(httpserver)
     path = tmp_path / "config.toml"
@@ -449,7 +449,7 @@ def test_uncapped_paid_credits_still_count_toward_the_daily_total(
 def test_a_paid_2xx_answer_costs_its_credit_even_when_unusable(
     tmp_path: Path, httpserver: HTTPServer, status: int, paid: bytes, booked: int
 ) -> None:
-    from siftlib.store.sqlite import open_store
+    from siftlib.store.factory import open_store
 
     httpserver.expect_request("/brave").respond_with_data(paid, status=status)
     httpserver.expect_request("/tavily", method="POST").respond_with_data(paid, status=status)

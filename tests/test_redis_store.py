@@ -15,7 +15,7 @@ from siftlib.errors import StoreError
 from siftlib.search.hits import Hit
 from siftlib.store import redis as redis_store
 from siftlib.store.redis import RedisStore, open_redis_store
-from siftlib.store.sqlite import Cached, Reservation, cache_key
+from siftlib.store.base import Cached, Reservation, cache_key
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
 DAY = "2025-11-30"
@@ -161,7 +161,7 @@ def test_the_scripts_are_sent_in_full_when_the_server_forgot_them(
         assert reservation is not None
         store.settle(reservation, actual=2)
         assert client.get("sift:cap:tavily:2025-11-30") == b"2"
-        shas = [script._sha for script in (store._reserve, store._settle)]
+        shas = [script._sha for script in (store._book, store._adjust)]
         assert client.script_exists(*shas) == [True, True]  # EVAL cached them for EVALSHA
 
 
@@ -226,7 +226,6 @@ def test_the_store_down_means_uncached_searching_and_a_local_ledger_within_the_s
     spent = [spend(store, cap=10) for _ in range(5)]
     assert spent == ["memory"] * 3 + [None] * 2
     assert store.daily_credits(day=DAY) == {"tavily": 7}
-    assert store.sweep(now=NOW) == 0
 
 
 def test_the_local_ledger_holds_the_share_of_the_cap_when_the_store_was_never_read(
@@ -248,6 +247,7 @@ def test_the_store_recovers_by_itself_and_takes_over_what_was_spent_meanwhile(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)  # try the store again at once
+    monkeypatch.setattr(redis_store, "SETTLE_AFTER", 0.0)  # and trust it again at once
     store = open_shared()
     in_flight = store.reserve("tavily", day=DAY, cap=10)  # booked in the store, settled later
     assert in_flight is not None and in_flight.ledger == "shared"
@@ -261,8 +261,9 @@ def test_the_store_recovers_by_itself_and_takes_over_what_was_spent_meanwhile(
         assert store.cache_get(key(), now=NOW) == Cached(tuple(HITS), NOW + 3600)
         assert spend(store, cap=10) == "shared"
     with redis_server.client() as client:
-        # 2 local credits and 1 more than reserved for the call in flight, then this one.
-        assert client.get("sift:cap:tavily:2025-11-30") == b"4"
+        # The floor of 1 seen before the restart, 2 local credits and 1 more than reserved
+        # for the call in flight, then this one.
+        assert client.get("sift:cap:tavily:2025-11-30") == b"5"
     messages = [record.getMessage() for record in caplog.records]
     assert any("redis unreachable" in message for message in messages)
     assert any("reachable again" in message for message in messages)
@@ -355,6 +356,7 @@ def test_a_reservation_settles_in_the_ledger_that_booked_it_once_the_store_is_ba
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)
+    monkeypatch.setattr(redis_store, "SETTLE_AFTER", 0.0)
     store = open_shared()
     assert spend(store, cap=10) == "shared"
     redis_server.kill()
@@ -364,8 +366,9 @@ def test_a_reservation_settles_in_the_ledger_that_booked_it_once_the_store_is_ba
     store.settle(local, actual=2)  # the store is back: still the local ledger's to hand over
     assert spend(store, cap=10) == "shared"
     with redis_server.client() as client:
-        assert client.get("sift:cap:tavily:2025-11-30") == b"3"  # restarted empty: 2 + 1
-    assert store.daily_credits(day=DAY) == {"tavily": 3}
+        # Restarted empty: the floor of 1 seen before, the 2 local credits, then this one.
+        assert client.get("sift:cap:tavily:2025-11-30") == b"4"
+    assert store.daily_credits(day=DAY) == {"tavily": 4}
 
 
 def test_a_closed_store_is_not_reopened_behind_the_callers_back(

@@ -16,7 +16,8 @@ import pytest
 from siftlib.errors import StoreError
 from siftlib.search.hits import Hit
 from siftlib.store import sqlite as store_module
-from siftlib.store.sqlite import Reservation, SQLiteStore, cache_key, open_sqlite
+from siftlib.store.base import Reservation, cache_key
+from siftlib.store.sqlite import SQLiteStore, open_sqlite
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
 HITS = (
@@ -158,7 +159,10 @@ def test_an_entry_never_outlives_its_hour_bucket(store: SQLiteStore, db_path: Pa
     store.cache_put(key(), HITS, now=NOW + 3540, ttl=86400)  # 04:59, a one-day TTL
     assert store.cache_get(key(), now=NOW + 3599).hits == HITS
     assert store.cache_get(key(), now=NOW + 3600) is None  # 05:00: the bucket rolled over
-    assert store.sweep(now=NOW + 3600) == 1
+    later = open_sqlite(db_path)  # a store's first put sweeps
+    later.cache_put(key(k=1), HITS, now=NOW + 3600, ttl=60)
+    later.close()
+    assert count_rows(db_path) == 1
 
 
 def test_a_later_put_replaces_the_entry(store: SQLiteStore) -> None:
@@ -167,13 +171,14 @@ def test_a_later_put_replaces_the_entry(store: SQLiteStore) -> None:
     assert store.cache_get(key(), now=NOW + 11).hits == HITS[:1]
 
 
-def test_sweep_deletes_expired_rows_only(store: SQLiteStore, db_path: Path) -> None:
+def test_a_sweeping_put_deletes_expired_rows_only(store: SQLiteStore, db_path: Path) -> None:
     store.cache_put(key(k=1), HITS, now=NOW, ttl=60)
     store.cache_put(key(k=2), HITS, now=NOW, ttl=120)
     store.cache_put(key(k=3), HITS, now=NOW, ttl=600)
-    assert store.sweep(now=NOW + 120) == 2
-    assert store.sweep(now=NOW + 120) == 0
-    assert count_rows(db_path) == 1
+    later = open_sqlite(db_path)  # a store's first put sweeps
+    later.cache_put(key(k=4), HITS, now=NOW + 120, ttl=600)
+    later.close()
+    assert count_rows(db_path) == 2
     assert store.cache_get(key(k=3), now=NOW + 120).hits == HITS
 
 
@@ -263,8 +268,8 @@ def test_processes_opening_a_fresh_file_together_migrate_once(db_path: Path) -> 
     for thread in threads:
         thread.join()
     # A store that met another's migration lock says so until its next operation succeeds.
-    for s in opened:
-        s.sweep(now=NOW)
+    for n, s in enumerate(opened):
+        s.cache_put(key(k=n), HITS, now=NOW, ttl=60)
     assert [s.problem for s in opened] == [None] * 6
     with sqlite3.connect(db_path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(store_module._MIGRATIONS)
@@ -321,7 +326,6 @@ def test_a_corrupt_file_is_reported_and_left_in_place(
         opened.cache_get(key(), now=NOW)
     with pytest.raises(StoreError, match="corrupt"):
         opened.cache_put(key(), HITS, now=NOW, ttl=3600)
-    assert opened.sweep(now=NOW) == 0
     opened.close()
     assert db_path.read_bytes() == before
 

@@ -16,7 +16,8 @@ from siftlib.config import Secrets, load_config
 from siftlib.errors import NoResultsError
 from siftlib.search.pipeline import Searcher, SearchRequest, SearchResponse
 from siftlib.store import sqlite as store_module
-from siftlib.store.sqlite import SQLiteStore, open_store
+from siftlib.store.factory import open_store
+from siftlib.store.sqlite import SQLiteStore
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
 FIXTURES = Path(__file__).resolve().parent.parent / "testdata"

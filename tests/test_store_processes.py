@@ -7,7 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from siftlib.store.sqlite import open_store
+from siftlib.store.factory import open_store
 
 DAY = "2025-11-30"
 
@@ -16,7 +16,7 @@ WORKER = textwrap.dedent(
     """
     import sys, threading, time
     from pathlib import Path
-    from siftlib.store.sqlite import open_store
+    from siftlib.store.factory import open_store
 
     path, go, cap = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
     store = open_store(path)

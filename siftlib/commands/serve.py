@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from siftlib.fetch.fetcher import Fetcher
     from siftlib.gateway.server import GatewayServer
     from siftlib.metrics import Metrics
-    from siftlib.store.sqlite import Store
+    from siftlib.store.base import Store
 
 # The margin past the per-source timeout: fan-out, merge, cache write and the answer itself.
 DEADLINE_MARGIN = 2.0
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from siftlib.logs import configure_logging
     from siftlib.metrics import Metrics
     from siftlib.search.pipeline import Searcher
-    from siftlib.store.sqlite import open_configured_store
+    from siftlib.store.factory import open_configured_store
 
     configure_logging()
     try:

@@ -67,7 +67,8 @@ from siftlib.search.health import Health
 from siftlib.search.hits import Hit
 from siftlib.search.query import check_k, normalise_query
 from siftlib.search.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
-from siftlib.store.sqlite import Reservation, cache_key, open_configured_store
+from siftlib.store.base import Reservation, cache_key
+from siftlib.store.factory import open_configured_store
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ThreadPoolExecutor
@@ -75,7 +76,7 @@ if TYPE_CHECKING:
     import httpx
 
     from siftlib.net.dial import Upstream
-    from siftlib.store.sqlite import Store
+    from siftlib.store.base import Store
 
 log = LazyLogger("sift")
 source_log = LazyLogger("sift.source")  # a failed source, for the operator's log

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 from siftlib.search.hits import Hit
-from siftlib.store.sqlite import Cached, Reservation, Store, expiry
+from siftlib.store.base import Cached, Reservation, Store, expiry
 
 ENTRIES = 1024
 
@@ -54,10 +54,6 @@ class RecentHits:
         """Store hits in the backend, then remember them."""
         self.backend.cache_put(key, hits, now=now, ttl=ttl)
         self._remember(key, Cached(tuple(hits), expiry(now, ttl)))
-
-    def sweep(self, *, now: float) -> int:
-        """Delete the backend's expired entries (memory forgets by recency and expiry)."""
-        return self.backend.sweep(now=now)
 
     def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
         """Reserve credits in the backend's ledger."""

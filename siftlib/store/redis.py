@@ -22,12 +22,17 @@ Decisions (store.md §2, and where it is silent):
   partitions stay apart), as `<expires> <the SQLite value>`: the protocol hands the expiry
   back, and the caller's clock decides it as it does for SQLite; `<prefix>fill:<cache key>`
   the fill lock.
-- Caps: reserve, settle and release are one Lua script each over exactly one key (so they run
-  unchanged on a Redis Cluster), sent by EVALSHA and by EVAL when the server answers NOSCRIPT.
-  Reserve creates the counter with a 48 h TTL, set once: past the next midnight whenever in its
-  day it was created, whatever clock the caller uses, and long enough for a settle in flight at
-  midnight. Settle and release change only an existing counter: a late one never re-creates an
-  expired key. Credits of an uncapped source are counted by the reserve script under no cap.
+- Caps: the shared `Ledger` (`siftlib.store.ledger`) on two Lua scripts, each over one counter
+  and its record in the same Cluster hash slot (so they run unchanged on a Redis Cluster), sent
+  by EVALSHA and by EVAL when the server answers NOSCRIPT. Booking (a reserve, and the hand-over
+  of what a gateway owes) creates the counter with a 48 h TTL, set once: past the next
+  midnight whenever in its day it was created, whatever clock the caller uses, and long
+  enough for a settle in flight at midnight. Adjusting (a settle or release) changes only an
+  existing counter: a late one never re-creates an expired key.
+- The record, `<prefix>ledger:{<counter key>}` (a hash, 48 h from its last write), holds the
+  ids of the adjustments applied, so one that timed out and reached the store after all is
+  applied once, and the highest floor sent after a fault, so a counter that came back empty
+  is raised to the most any gateway knew. A plain reserve writes no record.
 - Cache: the value lives `min(cache_ttl, the rest of the UTC hour)` on the server (`PX`), as
   SQLite's rows do; `sweep` has nothing to do. A miss takes the fill lock (`SET NX PX`, for the
   search timeout, the longest a fill can take); a miss that finds the lock taken polls for the
@@ -40,14 +45,9 @@ Decisions (store.md §2, and where it is silent):
   tries again, so the store recovers by itself. A single timeout fails its operation only.
   While it is down, cache operations raise `StoreError("unavailable")` (the search goes on
   uncached, warning `store: unavailable`), `problem` says `redis unreachable`, and caps fall
-  back to a ledger in this process: per source and day it grants at most `fallback_share` of
-  what was left under the cap when the store was last read (the whole share of the cap when it
-  never was), so N gateways with share 1/N together stay within what was left. A
-  `Reservation` names its ledger, so each settles where it was booked. What the local ledger
-  spent, and what settles could not reach the store, is carried into the shared counter by the
-  next reserve of that source and day once the store is back. A reserve that timed out may
-  still have been booked by the store: that credit stays booked there, unused (the safe
-  side), while the search goes on the local ledger.
+  back to the ledger's fallback in this process (`fallback_share` of what was left when the
+  outage began), handed over when the store is back; for `SETTLE_AFTER` (2 s) after that,
+  grants stay on the fallback while every gateway hands its outage spend over.
 - Credentials: the password comes from `secret.env` only (config refuses one in the URL, and
   URL options, which would override it). No message, problem or log line carries the URL;
   they name `host:port` at most.
@@ -61,7 +61,6 @@ import contextlib
 import hashlib
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import TypeVar, cast
 from urllib.parse import unquote, urlsplit
@@ -74,7 +73,8 @@ from siftlib.config import SOURCE_ORDER
 from siftlib.errors import StoreError
 from siftlib.lazylog import LazyLogger
 from siftlib.search.hits import Hit
-from siftlib.store.sqlite import Cached, Reservation, decode_hits, encode_hits, expiry
+from siftlib.store.base import Cached, Reservation, decode_hits, encode_hits, expiry
+from siftlib.store.ledger import Ledger, Slot, Unavailable
 
 log = LazyLogger("sift")
 
@@ -88,48 +88,59 @@ LATE_LIMIT = 3
 FILL_WAIT = 1.0
 FILL_POLL = 0.01
 COUNTER_TTL = 48 * 3600
-_NO_CAP = 2**52  # counting an uncapped source's credits: a cap nothing reaches
+SETTLE_AFTER = 2.0
 
-# KEYS[1] the day's counter; ARGV credits, cap, ttl, carry (credits settled while the store
-# was away, signed). The carry is booked whatever the answer; the credits only under the cap.
-_RESERVE = """
+# KEYS[1] the day's counter, KEYS[2] its record; ARGV credits, cap, ttl, floor (-1: none),
+# then an id and a delta for each adjustment owed. The floor raises a counter that came back
+# empty (or was re-created from a lower floor); each owed id is applied once; then the
+# credits are added only under the cap.
+_BOOK = """
 local raw = redis.call('GET', KEYS[1])
 local used = tonumber(raw or '0')
-local total = math.max(used + tonumber(ARGV[4]), 0)
+local floor = tonumber(ARGV[4])
+if floor >= 0 then
+  local kept = tonumber(redis.call('HGET', KEYS[2], 'floor') or '-1')
+  if not raw then
+    used = floor
+  elseif kept >= 0 and floor > kept then
+    used = used + floor - kept
+  end
+  if (not raw or kept >= 0) and floor > kept then
+    redis.call('HSET', KEYS[2], 'floor', floor)
+  end
+end
+for i = 5, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[2], ARGV[i], 1) == 1 then
+    used = used + tonumber(ARGV[i + 1])
+  end
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('EXPIRE', KEYS[2], ARGV[3])
+end
+used = math.max(used, 0)
 local granted = 0
-if total + tonumber(ARGV[1]) <= tonumber(ARGV[2]) then
-  total = total + tonumber(ARGV[1])
+if used + tonumber(ARGV[1]) <= tonumber(ARGV[2]) then
+  used = used + tonumber(ARGV[1])
   granted = 1
 end
 if not raw then
-  redis.call('SET', KEYS[1], total, 'EX', ARGV[3])
-elseif total ~= used then
-  redis.call('SET', KEYS[1], total, 'KEEPTTL')
+  redis.call('SET', KEYS[1], used, 'EX', ARGV[3])
+elseif used ~= tonumber(raw) then
+  redis.call('SET', KEYS[1], used, 'KEEPTTL')
 end
-return {granted, total}
+return {granted, used}
 """
-# KEYS[1] the day's counter; ARGV reserved, actual. Nil when the counter is gone.
-_SETTLE = """
+# KEYS[1] the day's counter, KEYS[2] its record; ARGV id, delta, ttl. Nil when the counter is
+# gone; the total unchanged when the id was applied already.
+_ADJUST = """
 local raw = redis.call('GET', KEYS[1])
 if not raw then return false end
-local total = math.max(tonumber(raw) + tonumber(ARGV[2]) - tonumber(ARGV[1]), 0)
+if redis.call('HSETNX', KEYS[2], ARGV[1], 1) == 0 then return tonumber(raw) end
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+local total = math.max(tonumber(raw) + tonumber(ARGV[2]), 0)
 redis.call('SET', KEYS[1], total, 'KEEPTTL')
 return total
 """
-# KEYS[1] the day's counter; ARGV reserved. Nil when the counter is gone.
-_RELEASE = """
-local raw = redis.call('GET', KEYS[1])
-if not raw then return false end
-local total = math.max(tonumber(raw) - tonumber(ARGV[1]), 0)
-redis.call('SET', KEYS[1], total, 'KEEPTTL')
-return total
-"""
-
-Slot = tuple[str, str]  # (source, day)
-
-
-class _Down(Exception):
-    """The store cannot be used now."""
 
 
 class _Script:
@@ -140,12 +151,12 @@ class _Script:
         self._source = source
         self._sha = hashlib.sha1(source.encode()).hexdigest()
 
-    def __call__(self, key: str, *args: int) -> object:
+    def __call__(self, keys: tuple[str, str], *args: int | str) -> object:
         try:
-            return self._client.evalsha(self._sha, 1, key, *args)
+            return self._client.evalsha(self._sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
             # EVAL runs it and caches it on the server, so the next EVALSHA finds it.
-            return self._client.eval(self._source, 1, key, *args)
+            return self._client.eval(self._source, len(keys), *keys, *args)
 
 
 class RedisStore:
@@ -167,25 +178,18 @@ class RedisStore:
         self.fallback_share = fallback_share
         self._fill_ms = max(1, round(fill_timeout * 1000))
         self._fill_wait = fill_wait
-        self._reserve = _Script(client, _RESERVE)
-        self._settle = _Script(client, _SETTLE)
-        self._release = _Script(client, _RELEASE)
+        self._book = _Script(client, _BOOK)
+        self._adjust = _Script(client, _ADJUST)
         self._state = threading.Lock()
         self._problem: str | None = None
         self._retry_at = 0.0
         self._late = 0  # operations timed out in a row
-        # The local ledger. `seen`: the last shared total read; `unsynced`: settled credits the
-        # shared counter has not seen (signed); `held`: local reservations not yet settled;
-        # `local`: what the local ledger booked since it last handed over (its allowance).
-        self._seen: dict[Slot, int] = defaultdict(int)
-        self._unsynced: dict[Slot, int] = defaultdict(int)
-        self._held: dict[Slot, int] = defaultdict(int)
-        self._local: dict[Slot, int] = defaultdict(int)
+        self._ledger = Ledger(_Counters(self), share=fallback_share, settle_after=SETTLE_AFTER)
 
     @property
     def problem(self) -> str | None:
         """`redis unreachable` (or another fault, in one sentence) while it is down, else None."""
-        with contextlib.suppress(_Down):
+        with contextlib.suppress(Unavailable):
             self._call(lambda client: client.ping())
         return self._problem
 
@@ -233,116 +237,40 @@ class RedisStore:
 
         self._cache_call(put)
 
-    def sweep(self, *, now: float) -> int:
-        """Delete nothing: the server expires cached answers itself."""
-        return 0
-
     # The daily caps.
 
     def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
         """Reserve credits of a paid source before calling it; None at the cap. Never raises."""
-        if cap == 0:
-            return Reservation(source, day, 0)
-        if credits > cap:
-            return None
-        slot = (source, day)
-        granted = self._book(slot, credits=credits, cap=cap)
-        if granted is not None:
-            return Reservation(source, day, credits) if granted else None
-        with self._state:
-            allowance = int(self.fallback_share * max(cap - self._seen[slot], 0))
-            if self._local[slot] + credits > allowance:
-                return None
-            self._local[slot] += credits
-            self._held[slot] += credits
-            return Reservation(source, day, credits, "memory")
+        return self._ledger.reserve(source, day=day, cap=cap, credits=credits)
 
     def settle(self, reservation: Reservation, *, actual: int) -> None:
         """Replace a reservation by the credits the call actually cost. Never raises."""
-        slot, reserved = (reservation.source, reservation.day), reservation.credits
-        if reservation.ledger == "memory":
-            self._settle_locally(slot, reserved=reserved, actual=actual)
-        elif reserved:
-            self._adjust(slot, self._settle, (reserved, actual), delta=actual - reserved)
-        elif actual and self._book(slot, credits=actual, cap=_NO_CAP) is None:
-            with self._state:  # an uncapped source's credits, counted once the store is back
-                self._unsynced[slot] += actual
+        self._ledger.settle(reservation, actual=actual)
 
     def release(self, reservation: Reservation) -> None:
         """Give back a reservation whose call never went out. Never raises."""
-        slot, reserved = (reservation.source, reservation.day), reservation.credits
-        if reservation.ledger == "memory":
-            self._settle_locally(slot, reserved=reserved, actual=0)
-        elif reserved:
-            self._adjust(slot, self._release, (reserved,), delta=-reserved)
+        self._ledger.release(reservation)
 
     def daily_credits(self, *, day: str) -> dict[str, int]:
         """Return the credits spent (or reserved) per source on a UTC day. Never raises."""
-        names = SOURCE_ORDER
-        keys = [self._cap_key((name, day)) for name in names]
-        try:
-            values = self._call(lambda client: client.mget(keys))
-        except _Down:
-            values = [None] * len(names)
-        with self._state:
-            for name, value in zip(names, values, strict=True):
-                if value is not None:
-                    self._seen[(name, day)] = int(value)
-            known = {s for s, d in (*self._seen, *self._unsynced, *self._held) if d == day}
-            return {name: self._total((name, day)) for name in sorted(known)}
+        return self._ledger.daily_credits(day=day)
 
     def close(self) -> None:
-        """Close the connections to the store; later cache operations raise StoreError."""
+        """Hand over what the ledger owes, then close the connections; later cache operations
+        raise StoreError."""
+        self._ledger.close()
         with self._state:
             self._problem, self._retry_at = "the store is closed", float("inf")
         self._client.close()
 
-    def _book(self, slot: Slot, *, credits: int, cap: int) -> bool | None:
-        """Book credits in the shared counter with the carry; None when the store is down."""
-        with self._state:
-            carry, self._unsynced[slot] = self._unsynced[slot], 0
-        try:
-            answer = self._call(
-                lambda client: self._reserve(self._cap_key(slot), credits, cap, COUNTER_TTL, carry)
-            )
-        except _Down:
-            with self._state:
-                self._unsynced[slot] += carry
-            return None
-        granted, total = cast(list[int], answer)
-        with self._state:
-            self._seen[slot] = int(total)
-            # What the local ledger settled is in the shared counter now; a new outage starts
-            # its allowance afresh from that total.
-            self._local[slot] = self._held[slot] + max(self._unsynced[slot], 0)
-        return bool(granted)
-
-    def _settle_locally(self, slot: Slot, *, reserved: int, actual: int) -> None:
-        """Settle a reservation of the local ledger; the shared counter gets it by the carry."""
-        with self._state:
-            self._held[slot] -= reserved
-            self._local[slot] += actual - reserved
-            self._unsynced[slot] += actual
-
-    def _adjust(self, slot: Slot, script: _Script, args: tuple[int, ...], *, delta: int) -> None:
-        """Run settle or release on the shared counter; while down, remember the difference."""
-        try:
-            total = self._call(lambda client: script(self._cap_key(slot), *args))
-        except _Down:
-            with self._state:
-                self._unsynced[slot] += delta
-            return
-        if total is not None:
-            with self._state:
-                self._seen[slot] = int(total)  # type: ignore[call-overload]
-
-    def _total(self, slot: Slot) -> int:
-        return self._seen[slot] + self._unsynced[slot] + self._held[slot]
-
     # Keys and faults.
 
-    def _cap_key(self, slot: Slot) -> str:
-        return f"{self.prefix}cap:{slot[0]}:{slot[1]}"
+    def _cap_keys(self, slot: Slot) -> tuple[str, str]:
+        """The counter of a source's day and its record, in one Cluster hash slot."""
+        counter = f"{self.prefix}cap:{slot[0]}:{slot[1]}"
+        # A prefix carrying a hash tag puts both in its slot; otherwise the record's tag is
+        # the counter's whole name, which is what the counter hashes by.
+        return counter, f"{self.prefix}ledger:{{{counter}}}"
 
     def _search_key(self, key: str) -> str:
         return f"{self.prefix}search:{key}"
@@ -353,35 +281,36 @@ class RedisStore:
     def _cache_call(self, operation: Callable[[redis.Redis], T]) -> T:
         try:
             return self._call(operation)
-        except _Down:
+        except Unavailable:
             raise StoreError("unavailable") from None
 
     def _call(self, operation: Callable[[redis.Redis], T]) -> T:
-        """Run one operation on the store, unless it is down; a failure marks it down."""
+        """Run one operation on the store, unless it is down; raise `Unavailable` if it fails."""
         if self._problem is not None and time.monotonic() < self._retry_at:
-            raise _Down
+            raise Unavailable
         try:
             result = operation(self._client)
         except redis.exceptions.AuthenticationError:
             self._fail("redis refused the password (SIFT_STORE_PASSWORD)")
-            raise _Down from None
+            raise Unavailable from None
         except redis.exceptions.ResponseError as exc:
             # An error reply's first word names its kind (OOM, READONLY, NOPERM…).
             kind = str(exc).split(" ", 1)[0] or "error"
             self._fail(f"redis refused the command ({kind})")
-            raise _Down from None
+            raise Unavailable from None
         except redis.exceptions.TimeoutError:
             # One late reply fails its operation only: a busy moment must not send a whole
             # second of searches upstream uncached.
             with self._state:
                 self._late += 1
                 late = self._late
-            if late >= LATE_LIMIT:
-                self._fail("redis unreachable")
-            raise _Down from None
+            if late < LATE_LIMIT:
+                raise Unavailable(outage=False) from None
+            self._fail("redis unreachable")
+            raise Unavailable from None
         except (redis.exceptions.RedisError, OSError):
             self._fail("redis unreachable")
-            raise _Down from None
+            raise Unavailable from None
         self._late = 0
         if self._problem is not None:
             with self._state:
@@ -402,6 +331,60 @@ class RedisStore:
             problem,
             self.where,
         )
+
+
+class _Counters:
+    """The cap counters on the server as the ledger's counter (`siftlib.store.ledger.Counter`)."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self._store = store
+
+    def book(
+        self,
+        slot: Slot,
+        *,
+        credits: int,
+        cap: int,
+        floor: int | None,
+        ops: Sequence[tuple[str, int]],
+    ) -> tuple[bool, int]:
+        """Run the booking script: floor, owed ops once each, then credits under the cap."""
+        store = self._store
+        args: list[int | str] = [credits, cap, COUNTER_TTL, -1 if floor is None else floor]
+        for ident, delta in ops:
+            args += [ident, delta]
+        answer = store._call(lambda client: store._book(store._cap_keys(slot), *args))
+        granted, total = cast(list[int], answer)
+        return bool(granted), int(total)
+
+    def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
+        """Run the adjusting script: one op, once, on an existing counter."""
+        store = self._store
+        ident, delta = op
+        total = store._call(
+            lambda client: store._adjust(store._cap_keys(slot), ident, delta, COUNTER_TTL)
+        )
+        return None if total is None else int(cast(int, total))
+
+    def totals(self, day: str) -> dict[str, int]:
+        """Read the day's counters of every source at once."""
+        store = self._store
+        keys = [store._cap_keys((name, day))[0] for name in SOURCE_ORDER]
+        values = store._call(lambda client: client.mget(keys))
+        return {
+            name: int(value)
+            for name, value in zip(SOURCE_ORDER, values, strict=True)
+            if value is not None
+        }
+
+    def probe(self) -> None:
+        """Return once the server answers."""
+        self._store._call(lambda client: client.ping())
+
+    @property
+    def lasting(self) -> bool:
+        """True once the store is closed."""
+        return self._store._retry_at == float("inf")
 
 
 def open_redis_store(

@@ -18,7 +18,7 @@ from werkzeug import Request, Response
 
 from siftlib.config import load_config, load_secrets
 from siftlib.search.pipeline import Searcher
-from siftlib.store.sqlite import open_store
+from siftlib.store.factory import open_store
 
 QUERIES = [
     "sqlite wal mode",

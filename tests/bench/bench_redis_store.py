@@ -33,7 +33,8 @@ from gatewaykit import FakeUpstream, call, searxng_body, serve_process, write_co
 from rediskit import RedisServer  # noqa: E402
 
 from siftlib.store.redis import open_redis_store  # noqa: E402
-from siftlib.store.sqlite import Store, open_sqlite  # noqa: E402
+from siftlib.store.base import Store  # noqa: E402
+from siftlib.store.sqlite import open_sqlite  # noqa: E402
 
 ROUNDS = 2000
 WRK_SECONDS = 4

@@ -28,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from siftlib.search.hits import Hit  # noqa: E402
 from siftlib.store import sqlite as store_module  # noqa: E402
-from siftlib.store.sqlite import cache_key, open_sqlite, open_store  # noqa: E402
+from siftlib.store.base import cache_key  # noqa: E402
+from siftlib.store.factory import open_store  # noqa: E402
+from siftlib.store.sqlite import open_sqlite  # noqa: E402
 
 NOW = 1_764_475_200.0
 DAY = "2025-11-30"

@@ -1,0 +1,361 @@
+"""The daily-cap ledger every backend shares: its shared counter first, a fallback ledger in faults.
+
+A backend (the SQLite file, a Redis server) supplies a `Counter`: one total per source and UTC
+day, booked atomically for every process that shares it. `Ledger` keeps the `Store` protocol's
+cap terms (`siftlib.store.base`) on top of it, the same way for both:
+
+    ledger = Ledger(counter, share=0.5, settle_after=2.0)
+    reservation = ledger.reserve("tavily", day="2026-11-30", cap=500)
+    ...
+    ledger.settle(reservation, actual=1)
+
+Decisions (store.md §2 "Faults", and where it is silent):
+
+- One total per source and day: the last total read from the counter (`seen`), plus what this
+  process owes it (`pending`: adjustments the counter may not have seen, signed), plus the
+  fallback reservations not yet settled (`held`). `daily_credits` reports that total.
+- Every adjustment the counter may miss carries an id (`Op`), and the counter applies an id
+  once: a settle or release that timed out, and reached the store after all, is not applied
+  again when it is handed over later (a release applied twice let a fleet spend past a cap).
+- Fallback: while the counter fails, a reservation is booked here. Per source and day an
+  outage grants at most `share` of what was left under the cap when it began (`base`): with
+  N gateways at share 1/N, together they stay within what was left. SQLite uses share 1 (the
+  whole rest, so the cap holds within the process); Redis `[server] store_fallback_share`.
+- Hand-over: what the fallback spent is carried to the counter by the next booking that
+  reaches it, and by a prober thread that tries every `PROBE_EVERY` while anything is owed, so
+  a process that stopped reserving (its own view says capped, or its callers went away)
+  still hands over; `close()` tries once more.
+- Settling after an outage: for `settle_after` seconds after the counter answers again,
+  reservations are still granted on the fallback ledger (within the same outage allowance)
+  while every process hands its carry over; only then are shared totals trusted again. A
+  process that went back to the counter at once would find it without the others' outage
+  spend and could grant it a second time. Redis waits 2 s (two of its retry periods, so every
+  live gateway's prober has reached it); SQLite, with share 1, does not wait.
+- Floor: after any fault, the next booking of a source and day sends the last total seen as
+  a floor, so a counter that came back empty (a Redis restarted without persistence) starts
+  from what was known, not from zero. The counter keeps the highest floor it was sent.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from siftlib.store.base import Reservation
+
+PROBE_EVERY = 0.25
+NO_CAP = 2**52  # counting an uncapped source's credits: a cap nothing reaches
+
+Slot = tuple[str, str]  # (source, day)
+
+
+class Unavailable(Exception):
+    """The shared counter could not be used; the operation may or may not have reached it.
+
+    `outage` is False for a fault of that one operation (a late reply), True when the counter
+    is down (refused, or late again and again): only an outage needs the settling time.
+    """
+
+    def __init__(self, *, outage: bool = True) -> None:
+        super().__init__("the shared counter is unavailable")
+        self.outage = outage
+
+
+class Counter(Protocol):
+    """A backend's shared daily totals, booked atomically for every process sharing them."""
+
+    def book(
+        self,
+        slot: Slot,
+        *,
+        credits: int,
+        cap: int,
+        floor: int | None,
+        ops: Sequence[tuple[str, int]],
+    ) -> tuple[bool, int]:
+        """Raise the total to `floor` where it lost more, apply each op's id once, then add
+        `credits` unless that passes `cap`; return (granted, total). Raises `Unavailable`."""
+        ...
+
+    def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
+        """Apply one op (id, delta) to an existing total, once; None when there is no total."""
+        ...
+
+    def totals(self, day: str) -> dict[str, int]:
+        """Return the totals of `day` per source. Raises `Unavailable`."""
+        ...
+
+    def probe(self) -> None:
+        """Return when the counter answers. Raises `Unavailable`."""
+        ...
+
+    @property
+    def lasting(self) -> bool:
+        """True when the counter cannot come back (closed, or a broken file)."""
+        ...
+
+
+class Op:
+    """One adjustment the counter has not confirmed: an id it applies once, and a delta."""
+
+    __slots__ = ("delta", "flying", "ident", "sent")
+
+    def __init__(self, delta: int) -> None:
+        self.ident = os.urandom(8).hex()
+        self.delta = delta
+        self.sent = False  # sent once: its id is fixed, so nothing more may join it
+        self.flying = False  # in a booking right now
+
+
+class _Slot:
+    """What this process knows of one source's day."""
+
+    __slots__ = ("base", "floored", "held", "local", "pending", "seen")
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.held = 0
+        self.pending: list[Op] = []
+        self.base: int | None = None  # `seen` when the current outage began; None: no outage
+        self.local = 0  # what the current outage booked here, against its allowance
+        self.floored = 0  # the fault count when the counter last took this slot's floor
+
+    def owed(self) -> int:
+        return sum(op.delta for op in self.pending)
+
+
+class Ledger:
+    """Daily caps on a backend's counter, with the fallback ledger, hand-over and floor."""
+
+    def __init__(self, counter: Counter, *, share: float, settle_after: float) -> None:
+        self._counter = counter
+        self.share = share
+        self.settle_after = settle_after
+        self._lock = threading.Lock()
+        self._slots: dict[Slot, _Slot] = {}
+        self._faults = 0
+        self._down = False
+        self._back_at = float("-inf")
+        self._closed = threading.Event()
+        self._prober: threading.Thread | None = None
+
+    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
+        """Reserve credits of a paid source before calling it; None at the cap. Never raises."""
+        if cap == 0:
+            return Reservation(source, day, 0)
+        if credits > cap:
+            return None
+        slot = (source, day)
+        if not self._trusted():
+            self._hand_over(slot)
+        if self._trusted():
+            try:
+                granted = self._book(slot, credits=credits, cap=cap)
+            except Unavailable:
+                pass
+            else:
+                with self._lock:
+                    self._slots[slot].base = None  # back on the counter: the outage is over
+                return Reservation(source, day, credits) if granted else None
+        return self._reserve_locally(slot, credits=credits, cap=cap)
+
+    def settle(self, reservation: Reservation, *, actual: int) -> None:
+        """Replace a reservation by the credits the call actually cost. Never raises."""
+        slot, reserved = (reservation.source, reservation.day), reservation.credits
+        if reservation.ledger == "memory":
+            with self._lock:
+                state = self._slot(slot)
+                state.held -= reserved
+                state.local += actual - reserved
+                self._owe(state, actual)
+            self._hand_over(slot)
+        elif reserved == 0:
+            if actual:  # an uncapped source: nothing was held, the credits still count
+                with self._lock:
+                    self._owe(self._slot(slot), actual)
+                self._hand_over(slot)
+        elif actual != reserved:
+            self._adjust(slot, actual - reserved)
+
+    def release(self, reservation: Reservation) -> None:
+        """Give back a reservation whose call never went out. Never raises."""
+        if reservation.credits:
+            self.settle(reservation, actual=0)
+
+    def daily_credits(self, *, day: str) -> dict[str, int]:
+        """Return the credits spent (or reserved) per source on a UTC day. Never raises."""
+        try:
+            totals = self._counter.totals(day)
+        except Unavailable as exc:
+            self._failed(exc)
+            totals = None
+        if totals is not None:
+            self._answered()
+            with self._lock:
+                for source, value in totals.items():
+                    state = self._slot((source, day))
+                    # Until the floor is handed over, a counter that came back lower is not
+                    # believed: it may have restarted empty.
+                    floor_due = state.floored < self._faults
+                    state.seen = max(state.seen, value) if floor_due else value
+            for slot in self._owing(day):
+                self._hand_over(slot)
+        with self._lock:
+            return {
+                source: state.seen + state.owed() + state.held
+                for (source, when), state in sorted(self._slots.items())
+                if when == day
+            }
+
+    def close(self) -> None:
+        """Hand over what is owed, once more, and stop the prober."""
+        for slot in self._owing():
+            self._hand_over(slot)
+        self._closed.set()
+
+    # The counter and the fallback.
+
+    def _trusted(self) -> bool:
+        """Tell whether shared totals may grant: the counter answers and the outage settled."""
+        return not self._down and time.monotonic() >= self._back_at + self.settle_after
+
+    def _book(self, slot: Slot, *, credits: int, cap: int) -> bool:
+        """Book credits on the counter with what is owed and the floor; raises `Unavailable`."""
+        with self._lock:
+            state = self._slot(slot)
+            ops = [op for op in state.pending if not op.flying]
+            for op in ops:
+                op.flying = op.sent = True
+            faults = self._faults
+            floor = state.seen if state.floored < faults and state.seen > 0 else None
+        try:
+            granted, total = self._counter.book(
+                slot, credits=credits, cap=cap, floor=floor, ops=[(o.ident, o.delta) for o in ops]
+            )
+        except Unavailable as exc:
+            with self._lock:
+                for op in ops:
+                    op.flying = False
+            self._failed(exc)
+            raise
+        with self._lock:
+            state.pending = [op for op in state.pending if op not in ops]
+            state.seen = total
+            state.floored = max(state.floored, faults)
+        self._answered()
+        return granted
+
+    def _hand_over(self, slot: Slot) -> None:
+        """Carry what a slot owes (and its floor) to the counter, or find the counter back."""
+        with self._lock:
+            owes = self._owes(slot)
+        try:
+            if owes:
+                self._book(slot, credits=0, cap=NO_CAP)
+            elif self._down:
+                self._counter.probe()
+                self._answered()
+        except Unavailable as exc:
+            self._failed(exc)
+
+    def _adjust(self, slot: Slot, delta: int) -> None:
+        """Settle or release on the counter; when it fails, owe the op (with its id)."""
+        op = Op(delta)
+        try:
+            total = self._counter.adjust(slot, (op.ident, delta))
+        except Unavailable as exc:
+            op.sent = True
+            with self._lock:
+                state = self._slot(slot)
+                state.pending.append(op)
+                if state.base is not None:
+                    state.local += delta
+            self._failed(exc)
+            return
+        self._answered()
+        if total is not None:
+            with self._lock:
+                self._slot(slot).seen = total
+
+    def _reserve_locally(self, slot: Slot, *, credits: int, cap: int) -> Reservation | None:
+        with self._lock:
+            state = self._slot(slot)
+            if state.base is None:  # the outage begins for this slot
+                state.base = state.seen
+                state.local = state.held + max(state.owed(), 0)
+            allowance = int(self.share * max(cap - state.base, 0))
+            if state.local + credits > allowance:
+                return None
+            state.local += credits
+            state.held += credits
+        return Reservation(slot[0], slot[1], credits, "memory")
+
+    def _owe(self, state: _Slot, delta: int) -> None:
+        last = state.pending[-1] if state.pending else None
+        if last is not None and not last.sent:
+            last.delta += delta
+        else:
+            op = Op(delta)
+            state.pending.append(op)
+
+    def _owes(self, slot: Slot) -> bool:
+        state = self._slot(slot)
+        return bool(state.pending) or (state.floored < self._faults and state.seen > 0)
+
+    def _owing(self, day: str | None = None) -> list[Slot]:
+        """The slots that owe the counter something: of `day`, or of the latest day known."""
+        with self._lock:
+            latest = day or max((when for _, when in self._slots), default="")
+            return [
+                slot
+                for slot, state in self._slots.items()
+                if state.pending or (slot[1] == latest and self._owes(slot))
+            ]
+
+    def _slot(self, slot: Slot) -> _Slot:
+        state = self._slots.get(slot)
+        if state is None:
+            state = self._slots[slot] = _Slot()
+        return state
+
+    # Faults and the prober.
+
+    def _failed(self, exc: Unavailable) -> None:
+        with self._lock:
+            self._faults += 1
+            self._down = self._down or exc.outage
+            if self._prober is None and not self._closed.is_set():
+                self._prober = threading.Thread(
+                    target=self._probe, name="sift-ledger-prober", daemon=True
+                )
+                self._prober.start()
+
+    def _answered(self) -> None:
+        if self._down:
+            with self._lock:
+                if self._down:
+                    self._down = False
+                    self._back_at = time.monotonic()
+
+    def _probe(self) -> None:
+        """Until the counter answers and nothing is owed, hand over or probe now and then."""
+        while not self._closed.wait(PROBE_EVERY):
+            if self._counter.lasting:
+                break
+            owing = self._owing()
+            for slot in owing:
+                self._hand_over(slot)
+            if not owing and self._down:
+                try:
+                    self._counter.probe()
+                except Unavailable:
+                    continue
+                self._answered()
+            with self._lock:
+                if not self._down and not any(state.pending for state in self._slots.values()):
+                    break
+        with self._lock:
+            self._prober = None
