@@ -109,12 +109,30 @@ class RedisServer:
             self.process.wait(timeout=10)
         self.process = None
 
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): connections are accepted and commands queued, unread."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """Let a frozen server go on (SIGCONT): it runs the commands queued meanwhile."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def rotate_password(self, password: str) -> None:
+        """Change the password and drop every client, as an operator rotating it would."""
+        with self.client() as client:
+            client.config_set("requirepass", password)
+            client.client_kill_filter(_type="normal", skipme=True)
+        self.password = password
+
     def stop(self) -> None:
         """Stop the server by its pid: SIGTERM, then SIGKILL if it lingers."""
         if self.process is None:
             return
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGTERM)
+            os.kill(self.process.pid, signal.SIGCONT)  # a paused server acts on it only then
             try:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:

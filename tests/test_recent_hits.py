@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from siftlib.search.hits import Hit
-from siftlib.store.recent import RecentHits
 from siftlib.store.base import Cached, Reservation, cache_key
 from siftlib.store.factory import open_store
+from siftlib.store.recent import RecentHits
 from siftlib.store.sqlite import open_sqlite
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour

@@ -274,3 +274,31 @@ def test_search_local_uses_the_shared_store(
     with shared_redis.client() as client:
         assert len(client.keys("sift:search:*")) == 1
     assert not (tmp_path / "cache.db").exists()  # the SQLite file is not used at all
+
+
+def test_two_gateways_through_a_frozen_store_stay_within_the_cap(
+    fleet: Callable[..., Fleet], tavily: FakeUpstream, shared_redis: RedisServer
+) -> None:
+    cap = 30
+    gateways = fleet(tavily_cap=cap)
+    first, second = gateways.start(share=0.5), gateways.start(share=0.5)
+    for i in range(5):
+        for n, url in enumerate((first, second)):
+            assert "tavily" in search(url, f"before {n} {i}")["sizes"]["sources_ok"]
+    shared_redis.pause()
+    frozen_until = time.monotonic() + 4
+    for i in range(10):  # 10 searches through each gateway while the store is frozen
+        for n, url in enumerate((first, second)):
+            assert "store: unavailable" in search(url, f"frozen {n} {i}")["warnings"]
+    time.sleep(max(0.0, frozen_until - time.monotonic()))
+    shared_redis.resume()
+    # Only the second gateway gets searches from now on; the first must still hand over what
+    # it spent while the store was frozen.
+    until = time.monotonic() + 6
+    i = 0
+    while time.monotonic() < until:
+        search(second, f"after {i}")
+        i += 1
+        time.sleep(0.05)
+    assert len(tavily.calls) <= cap  # never 36 against 30
+    assert "Traceback" not in gateways.output()

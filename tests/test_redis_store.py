@@ -14,8 +14,8 @@ from rediskit import RedisServer
 from siftlib.errors import StoreError
 from siftlib.search.hits import Hit
 from siftlib.store import redis as redis_store
-from siftlib.store.redis import RedisStore, open_redis_store
 from siftlib.store.base import Cached, Reservation, cache_key
+from siftlib.store.redis import RedisStore, open_redis_store
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
 DAY = "2025-11-30"

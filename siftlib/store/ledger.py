@@ -31,9 +31,11 @@ Decisions (store.md §2 "Faults", and where it is silent):
   process that went back to the counter at once would find it without the others' outage
   spend and could grant it a second time. Redis waits 2 s (two of its retry periods, so every
   live gateway's prober has reached it); SQLite, with share 1, does not wait.
-- Floor: after any fault, the next booking of a source and day sends the last total seen as
-  a floor, so a counter that came back empty (a Redis restarted without persistence) starts
-  from what was known, not from zero. The counter keeps the highest floor it was sent.
+- Floor: every booking sends the highest total this process saw for the source and day, and
+  the epoch it saw it in. A counter that came back empty (a Redis restarted without
+  persistence: its clients reconnect without an error) is re-created from that floor in a
+  new epoch, and raised once by each later floor seen in an earlier epoch, so it starts from
+  the most any process knew, not from zero. While the counter is there, floors change nothing.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from siftlib.store.base import Reservation
 
@@ -64,6 +66,13 @@ class Unavailable(Exception):
         self.outage = outage
 
 
+class Floor(NamedTuple):
+    """The highest total this process saw for a source's day, and the counter's epoch then."""
+
+    total: int
+    epoch: str
+
+
 class Counter(Protocol):
     """A backend's shared daily totals, booked atomically for every process sharing them."""
 
@@ -73,11 +82,12 @@ class Counter(Protocol):
         *,
         credits: int,
         cap: int,
-        floor: int | None,
+        floor: Floor,
         ops: Sequence[tuple[str, int]],
-    ) -> tuple[bool, int]:
-        """Raise the total to `floor` where it lost more, apply each op's id once, then add
-        `credits` unless that passes `cap`; return (granted, total). Raises `Unavailable`."""
+    ) -> tuple[bool, int, str]:
+        """Re-create a lost total from `floor` (or raise it, once per earlier epoch), apply each
+        op's id once, then add `credits` unless that passes `cap`; return (granted, total,
+        epoch). Raises `Unavailable`."""
         ...
 
     def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
@@ -113,7 +123,7 @@ class Op:
 class _Slot:
     """What this process knows of one source's day."""
 
-    __slots__ = ("base", "floored", "held", "local", "pending", "seen")
+    __slots__ = ("base", "floor", "held", "local", "pending", "seen")
 
     def __init__(self) -> None:
         self.seen = 0
@@ -121,7 +131,7 @@ class _Slot:
         self.pending: list[Op] = []
         self.base: int | None = None  # `seen` when the current outage began; None: no outage
         self.local = 0  # what the current outage booked here, against its allowance
-        self.floored = 0  # the fault count when the counter last took this slot's floor
+        self.floor = Floor(0, "")
 
     def owed(self) -> int:
         return sum(op.delta for op in self.pending)
@@ -136,7 +146,6 @@ class Ledger:
         self.settle_after = settle_after
         self._lock = threading.Lock()
         self._slots: dict[Slot, _Slot] = {}
-        self._faults = 0
         self._down = False
         self._back_at = float("-inf")
         self._closed = threading.Event()
@@ -196,11 +205,7 @@ class Ledger:
             self._answered()
             with self._lock:
                 for source, value in totals.items():
-                    state = self._slot((source, day))
-                    # Until the floor is handed over, a counter that came back lower is not
-                    # believed: it may have restarted empty.
-                    floor_due = state.floored < self._faults
-                    state.seen = max(state.seen, value) if floor_due else value
+                    self._slot((source, day)).seen = value
             for slot in self._owing(day):
                 self._hand_over(slot)
         with self._lock:
@@ -229,10 +234,9 @@ class Ledger:
             ops = [op for op in state.pending if not op.flying]
             for op in ops:
                 op.flying = op.sent = True
-            faults = self._faults
-            floor = state.seen if state.floored < faults and state.seen > 0 else None
+            floor = state.floor
         try:
-            granted, total = self._counter.book(
+            granted, total, epoch = self._counter.book(
                 slot, credits=credits, cap=cap, floor=floor, ops=[(o.ident, o.delta) for o in ops]
             )
         except Unavailable as exc:
@@ -244,14 +248,17 @@ class Ledger:
         with self._lock:
             state.pending = [op for op in state.pending if op not in ops]
             state.seen = total
-            state.floored = max(state.floored, faults)
+            # Only a booking's total names its epoch: a read or an adjustment may come from a
+            # counter re-created since, so it must not raise the floor of an earlier one.
+            known = state.floor.total if epoch == state.floor.epoch else 0
+            state.floor = Floor(max(known, total), epoch)
         self._answered()
         return granted
 
     def _hand_over(self, slot: Slot) -> None:
-        """Carry what a slot owes (and its floor) to the counter, or find the counter back."""
+        """Carry what a slot owes to the counter, or find the counter back."""
         with self._lock:
-            owes = self._owes(slot)
+            owes = bool(self._slot(slot).pending)
         try:
             if owes:
                 self._book(slot, credits=0, cap=NO_CAP)
@@ -301,18 +308,13 @@ class Ledger:
             op = Op(delta)
             state.pending.append(op)
 
-    def _owes(self, slot: Slot) -> bool:
-        state = self._slot(slot)
-        return bool(state.pending) or (state.floored < self._faults and state.seen > 0)
-
     def _owing(self, day: str | None = None) -> list[Slot]:
-        """The slots that owe the counter something: of `day`, or of the latest day known."""
+        """The slots that owe the counter an adjustment: of `day`, or of any day."""
         with self._lock:
-            latest = day or max((when for _, when in self._slots), default="")
             return [
                 slot
                 for slot, state in self._slots.items()
-                if state.pending or (slot[1] == latest and self._owes(slot))
+                if state.pending and day in (None, slot[1])
             ]
 
     def _slot(self, slot: Slot) -> _Slot:
@@ -325,7 +327,6 @@ class Ledger:
 
     def _failed(self, exc: Unavailable) -> None:
         with self._lock:
-            self._faults += 1
             self._down = self._down or exc.outage
             if self._prober is None and not self._closed.is_set():
                 self._prober = threading.Thread(

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -74,7 +75,7 @@ from siftlib.errors import StoreError
 from siftlib.lazylog import LazyLogger
 from siftlib.search.hits import Hit
 from siftlib.store.base import Cached, Reservation, decode_hits, encode_hits, expiry
-from siftlib.store.ledger import Ledger, Slot, Unavailable
+from siftlib.store.ledger import Floor, Ledger, Slot, Unavailable
 
 log = LazyLogger("sift")
 
@@ -90,31 +91,38 @@ FILL_POLL = 0.01
 COUNTER_TTL = 48 * 3600
 SETTLE_AFTER = 2.0
 
-# KEYS[1] the day's counter, KEYS[2] its record; ARGV credits, cap, ttl, floor (-1: none),
-# then an id and a delta for each adjustment owed. The floor raises a counter that came back
-# empty (or was re-created from a lower floor); each owed id is applied once; then the
-# credits are added only under the cap.
+# KEYS[1] the day's counter, KEYS[2] its record; ARGV credits, cap, ttl, the caller's floor
+# and its epoch, a new epoch, then an id and a delta for each adjustment owed. A counter gone
+# while the caller saw a total is re-created from that floor in the new epoch; a floor seen
+# in an earlier epoch than the counter's raises it by what it knew more, once. Each owed id
+# is applied once; then the credits are added only under the cap.
 _BOOK = """
 local raw = redis.call('GET', KEYS[1])
 local used = tonumber(raw or '0')
 local floor = tonumber(ARGV[4])
-if floor >= 0 then
-  local kept = tonumber(redis.call('HGET', KEYS[2], 'floor') or '-1')
-  if not raw then
+local epoch = ''
+if not raw then
+  if floor > 0 then
     used = floor
-  elseif kept >= 0 and floor > kept then
-    used = used + floor - kept
+    epoch = ARGV[6]
+    redis.call('HSET', KEYS[2], 'floor', floor, 'epoch', epoch)
   end
-  if (not raw or kept >= 0) and floor > kept then
-    redis.call('HSET', KEYS[2], 'floor', floor)
+elseif floor > 0 then
+  local kept = redis.call('HMGET', KEYS[2], 'floor', 'epoch')
+  if kept[2] then
+    epoch = kept[2]
+    if epoch ~= ARGV[5] and floor > tonumber(kept[1]) then
+      used = used + floor - tonumber(kept[1])
+      redis.call('HSET', KEYS[2], 'floor', floor)
+    end
   end
 end
-for i = 5, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[2], ARGV[i], 1) == 1 then
     used = used + tonumber(ARGV[i + 1])
   end
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
+if epoch ~= '' or #ARGV > 6 then
   redis.call('EXPIRE', KEYS[2], ARGV[3])
 end
 used = math.max(used, 0)
@@ -128,7 +136,7 @@ if not raw then
 elseif used ~= tonumber(raw) then
   redis.call('SET', KEYS[1], used, 'KEEPTTL')
 end
-return {granted, used}
+return {granted, used, epoch}
 """
 # KEYS[1] the day's counter, KEYS[2] its record; ARGV id, delta, ttl. Nil when the counter is
 # gone; the total unchanged when the id was applied already.
@@ -345,17 +353,18 @@ class _Counters:
         *,
         credits: int,
         cap: int,
-        floor: int | None,
+        floor: Floor,
         ops: Sequence[tuple[str, int]],
-    ) -> tuple[bool, int]:
-        """Run the booking script: floor, owed ops once each, then credits under the cap."""
+    ) -> tuple[bool, int, str]:
+        """Run the booking script: the floor, owed ops once each, then credits under the cap."""
         store = self._store
-        args: list[int | str] = [credits, cap, COUNTER_TTL, -1 if floor is None else floor]
+        args: list[int | str] = [credits, cap, COUNTER_TTL, floor.total, floor.epoch]
+        args.append(os.urandom(8).hex() if floor.total > 0 else "")  # the epoch if it re-creates
         for ident, delta in ops:
             args += [ident, delta]
         answer = store._call(lambda client: store._book(store._cap_keys(slot), *args))
-        granted, total = cast(list[int], answer)
-        return bool(granted), int(total)
+        granted, total, epoch = cast(list[int | bytes], answer)
+        return bool(granted), int(total), cast(bytes, epoch).decode()
 
     def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
         """Run the adjusting script: one op, once, on an existing counter."""

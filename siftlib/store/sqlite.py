@@ -54,7 +54,7 @@ from siftlib.errors import StoreError
 from siftlib.lazylog import LazyLogger
 from siftlib.search.hits import Hit
 from siftlib.store.base import Cached, Reservation, decode_hits, encode_hits, expiry
-from siftlib.store.ledger import Ledger, Slot, Unavailable
+from siftlib.store.ledger import Floor, Ledger, Slot, Unavailable
 
 log = LazyLogger("sift")
 
@@ -232,26 +232,27 @@ class _Credits:
         *,
         credits: int,
         cap: int,
-        floor: int | None,
+        floor: Floor,
         ops: Sequence[tuple[str, int]],
-    ) -> tuple[bool, int]:
-        """Book credits under the cap, after the floor and what is owed; one transaction."""
+    ) -> tuple[bool, int, str]:
+        """Book credits under the cap after what is owed, in one transaction.
+
+        The floor is not needed: a file does not come back empty under an open store.
+        """
         source, day = slot
         owed = sum(delta for _, delta in ops)
 
         def book(db: sqlite3.Connection) -> tuple[bool, int]:
-            if floor is None and not owed:
+            if not owed:
                 return _reserve(db, slot, cap=cap, credits=credits)  # the usual: one upsert
             db.execute("BEGIN IMMEDIATE")
-            if floor is not None:
-                db.execute("INSERT OR IGNORE INTO credits VALUES (?, ?, ?)", (day, source, floor))
-            if owed:
-                db.execute(_ADD, (day, source, owed, owed))
+            db.execute(_ADD, (day, source, owed, owed))
             result = _reserve(db, slot, cap=cap, credits=credits)
             db.execute("COMMIT")
             return result
 
-        return self._call(book)
+        granted, total = self._call(book)
+        return granted, total, ""
 
     def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
         """Add a settle's or release's difference to the day's total."""

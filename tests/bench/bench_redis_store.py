@@ -32,8 +32,8 @@ from bench_store import DAY, HITS, NOW, key  # noqa: E402  (the same answers as 
 from gatewaykit import FakeUpstream, call, searxng_body, serve_process, write_config  # noqa: E402
 from rediskit import RedisServer  # noqa: E402
 
-from siftlib.store.redis import open_redis_store  # noqa: E402
 from siftlib.store.base import Store  # noqa: E402
+from siftlib.store.redis import open_redis_store  # noqa: E402
 from siftlib.store.sqlite import open_sqlite  # noqa: E402
 
 ROUNDS = 2000

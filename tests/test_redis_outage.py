@@ -1,0 +1,175 @@
+"""Two gateways on one real redis-server through outages: no outage takes them past a cap.
+
+Each gateway is a store client of its own (as `sift serve` opens it). The outages are real:
+the server frozen (SIGSTOP, so commands already sent run late, when it resumes), its password
+rotated with every client dropped, and a restart that kept nothing. The count that matters
+is the credits granted and spent, against the cap, exactly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from gatewaykit import wait_until
+from rediskit import RedisServer
+
+from siftlib.errors import StoreError
+from siftlib.store import redis as redis_store
+from siftlib.store.redis import LATE_LIMIT, RedisStore, open_redis_store
+
+DAY = "2025-11-30"
+CAP = 30
+COUNTER = f"sift:cap:tavily:{DAY}"
+
+
+@pytest.fixture
+def gateways(redis_server: RedisServer) -> Iterator[Callable[[], RedisStore]]:
+    """Open stores on the test's redis-server with share 0.5, as two gateways of a fleet."""
+    opened: list[RedisStore] = []
+
+    def open_one() -> RedisStore:
+        store = open_redis_store(
+            redis_server.url,
+            password=redis_server.password,
+            prefix="sift:",
+            fallback_share=0.5,
+            fill_timeout=8.0,
+        )
+        opened.append(store)
+        return store
+
+    yield open_one
+    redis_server.resume()
+    for store in opened:
+        store.close()
+
+
+def spend(store: RedisStore, *, cap: int = CAP) -> int:
+    """Reserve one Tavily credit and spend it; return 1 when granted, else 0."""
+    reservation = store.reserve("tavily", day=DAY, cap=cap)
+    if reservation is None:
+        return 0
+    store.settle(reservation, actual=1)
+    return 1
+
+
+def spend_for(seconds: float, *stores: RedisStore, cap: int = CAP) -> int:
+    """Let each store spend in turn, a search every 20 ms, for `seconds`; return the grants."""
+    granted = 0
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        for store in stores:
+            granted += spend(store, cap=cap)
+        time.sleep(0.02)
+    return granted
+
+
+def before_the_outage(first: RedisStore, second: RedisStore) -> int:
+    """Spend 10 credits, 5 through each gateway, and let both read the total."""
+    spent = sum(spend(store) for _ in range(5) for store in (first, second))
+    assert first.daily_credits(day=DAY) == second.daily_credits(day=DAY) == {"tavily": 10}
+    return spent
+
+
+def counter(server: RedisServer) -> int:
+    with server.client() as client:
+        return int(client.get(COUNTER) or 0)
+
+
+def test_a_frozen_store_never_lets_two_gateways_past_the_cap(
+    gateways: Callable[[], RedisStore], redis_server: RedisServer
+) -> None:
+    first, second = gateways(), gateways()
+    spent = before_the_outage(first, second)
+    redis_server.pause()
+    for store in (first, second):  # a search looks the cache up first: 3 late replies, down
+        for _ in range(LATE_LIMIT):
+            with pytest.raises(StoreError):
+                store.cache_get("a cache key", now=0.0)
+    # 10 searches each while the store is frozen: each gateway may spend half of the 20 left.
+    during = [sum(spend(store) for _ in range(10)) for store in (first, second)]
+    assert during == [10, 10]
+    redis_server.resume()
+    # The first gateway gets no more searches (its own total says capped, or its callers
+    # went away): what it spent must still reach the store before the second trusts it.
+    spent += sum(during) + spend_for(5.0, second)
+    assert spent <= CAP
+    wait_until(lambda: counter(redis_server) >= spent, "both gateways' outage spend handed over")
+
+
+def test_a_rotated_password_never_lets_two_gateways_past_the_cap(
+    gateways: Callable[[], RedisStore], redis_server: RedisServer
+) -> None:
+    first, second = gateways(), gateways()
+    spent = before_the_outage(first, second)
+    old = redis_server.password
+    redis_server.rotate_password("rotated-pw")  # every gateway's connection dropped
+    assert first.problem == "redis refused the password (SIFT_STORE_PASSWORD)"
+    during = [sum(spend(store) for _ in range(10)) for store in (first, second)]
+    assert during == [10, 10]
+    with redis_server.client() as client:
+        client.config_set("requirepass", old or "")  # rotated back: the gateways get in again
+    redis_server.password = old
+    spent += sum(during) + spend_for(5.0, second)
+    assert spent <= CAP
+    wait_until(lambda: counter(redis_server) == spent, "both gateways' outage spend handed over")
+
+
+def test_a_release_that_timed_out_is_applied_once(
+    gateways: Callable[[], RedisStore], redis_server: RedisServer
+) -> None:
+    store = gateways()
+    unsent = store.reserve("tavily", day=DAY, cap=3)
+    assert unsent is not None
+    store.release(unsent)  # the server knows the script now: the frozen one waits to run
+    held = [store.reserve("tavily", day=DAY, cap=3) for _ in range(3)]
+    assert all(reservation is not None for reservation in held)
+    store.settle(held[0], actual=1)  # type: ignore[arg-type]
+    store.settle(held[1], actual=1)  # type: ignore[arg-type]
+    redis_server.pause()
+    store.release(held[2])  # type: ignore[arg-type]  # sent, and it times out
+    redis_server.resume()  # the server runs the release it had queued
+    wait_until(lambda: counter(redis_server) == 2, "the queued release run")
+    spent = 2 + spend_for(1.0, store, cap=3)
+    assert spent == 3  # never 4 against a cap of 3
+    assert counter(redis_server) == 3
+
+
+def test_a_store_restarted_empty_keeps_the_last_total_seen_as_a_floor(
+    gateways: Callable[[], RedisStore], redis_server: RedisServer
+) -> None:
+    first, second = gateways(), gateways()
+    spent = before_the_outage(first, second) + sum(
+        spend(s) for _ in range(7) for s in (first, second)
+    )
+    assert spent == 24
+    assert first.daily_credits(day=DAY) == {"tavily": 24}
+    redis_server.kill()
+    redis_server.start()  # the same port, nothing kept
+    spent += spend_for(5.0, first, second)
+    assert spent == CAP  # never 47 against 30; and once both settled, the whole cap
+    assert counter(redis_server) == CAP
+
+
+def test_after_an_outage_the_shared_total_is_trusted_only_once_it_settled(
+    gateways: Callable[[], RedisStore],
+    redis_server: RedisServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)
+    store = gateways()
+    assert spend(store) == 1
+    redis_server.kill()
+    assert store.reserve("tavily", day=DAY, cap=CAP) is not None  # on the fallback
+    redis_server.start()
+    assert store.problem is None
+    reservation = store.reserve("tavily", day=DAY, cap=CAP)
+    assert reservation is not None and reservation.ledger == "memory"  # still settling
+    wait_until(
+        lambda: (
+            (r := store.reserve("tavily", day=DAY, cap=CAP)) is not None and r.ledger == "shared"
+        ),
+        "shared grants again after the settling time",
+    )
