@@ -303,7 +303,12 @@ class _Table:
         value: str = self.get(key, str, default)
         if value == "sqlite":
             return value
-        parts = urlsplit(value)
+        try:
+            parts = urlsplit(value)
+        except ValueError:  # a bracketed host that is no IP address: the value may be a secret
+            raise self.error(
+                key, "must name its host plainly, or an IPv6 address in [brackets]"
+            ) from None
         if parts.scheme not in STORE_SCHEMES or not parts.hostname:
             raise self.error(
                 key, 'must be "sqlite" or a redis://, rediss:// or valkey:// URL with a host'

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import platformdirs
 import pytest
+from clikit import sift
 
 from siftlib.config import (
     Secrets,
@@ -177,6 +178,20 @@ def test_a_store_password_belongs_in_secret_env_and_is_never_echoed(tmp_path: Pa
         load_config(path)
     assert "SIFT_STORE_PASSWORD" in str(error.value)
     assert "hunter2" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://[S3cretPW]:6379/0", "redis://[cache.internal]:6379/0", "redis://[::1:6379/0"]
+)
+def test_a_bracketed_store_host_that_is_no_ip_is_a_sentence_that_echoes_nothing(
+    tmp_path: Path, url: str
+) -> None:
+    path = write(tmp_path, f"[server]\nstore = '{url}'\n")
+    with pytest.raises(ConfigError, match=rf"^{path}: server.store ") as error:
+        load_config(path)
+    assert "S3cretPW" not in str(error.value) and "cache.internal" not in str(error.value)
+    assert error.value.__context__ is None or error.value.__suppress_context__
+    assert load_config(write(tmp_path, "[server]\nstore = 'redis://[::1]:6379/0'\n")).store
 
 
 def test_a_store_url_without_the_redis_extra_says_which_extra_to_install(
@@ -378,3 +393,30 @@ def test_a_pinhole_on_a_cloud_metadata_address_is_refused(tmp_path: Path, entry:
         f"{path}: fetch.allow {entry!r} is a cloud metadata address, which no pinhole opens "
         "(it hands out the machine's credentials)"
     )
+
+
+BROKEN_CLIENT = "raise ImportError('a broken build of the client')\n"
+
+
+@pytest.mark.parametrize("command", [["search", "--local", "sqlite wal"], ["serve"]])
+def test_a_store_client_installed_but_broken_is_the_config_error_naming_the_extra(
+    tmp_path: Path, command: list[str]
+) -> None:
+    broken = tmp_path / "site" / "redis"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text(BROKEN_CLIENT)
+    text = "[server]\nstore = 'redis://127.0.0.1:6379/0'\nlisten = '127.0.0.1:0'\n"
+    text += "[search.searxng]\nenabled = true\nurl = 'http://127.0.0.1:9'\n"
+    path = write(tmp_path, text)
+    done = sift(*command, "--config", path, env={"PYTHONPATH": str(tmp_path / "site")})
+    assert done.returncode == 2
+    assert "sift[redis]" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_bracketed_store_host_is_a_config_error_at_the_command_line(tmp_path: Path) -> None:
+    text = "[server]\nstore = 'redis://[S3cretPW]:6379/0'\n"
+    text += "[search.searxng]\nenabled = true\nurl = 'http://127.0.0.1:9'\n"
+    done = sift("search", "--local", "--config", write(tmp_path, text), "sqlite wal")
+    assert done.returncode == 2
+    assert "server.store" in done.stderr
+    assert "S3cretPW" not in done.stderr + done.stdout and "Traceback" not in done.stderr

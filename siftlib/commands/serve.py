@@ -77,7 +77,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     warn_if_no_source(config)
 
-    store = open_configured_store(config, secrets)
+    try:
+        store = open_configured_store(config, secrets)
+    except ConfigError as exc:  # the redis client installed but broken
+        print(f"sift serve: {exc}", file=sys.stderr)
+        return 2
     searcher = Searcher(
         config,
         secrets,
