@@ -14,7 +14,7 @@ from rediskit import RedisServer
 from siftlib.errors import StoreError
 from siftlib.search.hits import Hit
 from siftlib.store import redis as redis_store
-from siftlib.store.base import Cached, Reservation, cache_key
+from siftlib.store.base import Cached, cache_key
 from siftlib.store.redis import RedisStore, open_redis_store
 
 NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
@@ -97,42 +97,12 @@ def test_a_cached_answer_lives_on_the_server_until_the_ttl_or_the_hour_ends(
     assert store.cache_get(key("one"), now=NOW + 600) is None  # expired by the caller's clock
 
 
-def test_an_entry_written_by_one_gateway_is_a_hit_on_another(
-    open_shared: Callable[..., RedisStore],
-) -> None:
-    first, second = open_shared(), open_shared()
-    first.cache_put(key(), HITS, now=NOW, ttl=3600)
-    assert second.cache_get(key(), now=NOW) == Cached(tuple(HITS), NOW + 3600)
-    assert second.cache_get(key(caller_class="restricted:alice"), now=NOW) is None
-
-
 def test_another_prefix_is_another_store(open_shared: Callable[..., RedisStore]) -> None:
     ours, theirs = open_shared(prefix="sift:"), open_shared(prefix="other:")
     ours.cache_put(key(), HITS, now=NOW, ttl=3600)
     assert ours.reserve("tavily", day=DAY, cap=1)
     assert theirs.cache_get(key(), now=NOW) is None
     assert theirs.reserve("tavily", day=DAY, cap=1)
-
-
-def test_reserve_settle_release_keep_the_sqlite_rules(
-    open_shared: Callable[..., RedisStore],
-) -> None:
-    store = open_shared()
-    assert store.reserve("tavily", day=DAY, cap=0) == Reservation("tavily", DAY, 0)  # no cap
-    assert store.daily_credits(day=DAY) == {}
-    assert store.reserve("tavily", day=DAY, cap=3, credits=4) is None
-    first, second, third, fourth = [store.reserve("tavily", day=DAY, cap=3) for _ in range(4)]
-    assert first == Reservation("tavily", DAY, 1, "shared") and fourth is None
-    assert second is not None and third is not None
-    store.release(second)  # the call never went out
-    store.settle(third, actual=2)  # it cost more than reserved
-    assert store.daily_credits(day=DAY) == {"tavily": 3}
-    assert store.reserve("tavily", day=DAY, cap=3) is None
-    for _ in range(2):  # uncapped: nothing held, the credits counted when settled
-        uncapped = store.reserve("brave_llm", day=DAY, cap=0)
-        assert uncapped is not None
-        store.settle(uncapped, actual=1)
-    assert open_shared().daily_credits(day=DAY) == {"brave_llm": 2, "tavily": 3}
 
 
 def test_a_late_settle_never_recreates_an_expired_counter(
@@ -163,14 +133,6 @@ def test_the_scripts_are_sent_in_full_when_the_server_forgot_them(
         assert client.get("sift:cap:tavily:2025-11-30") == b"2"
         shas = [script._sha for script in (store._book, store._adjust)]
         assert client.script_exists(*shas) == [True, True]  # EVAL cached them for EVALSHA
-
-
-def test_the_day_rolls_over_at_utc_midnight(open_shared: Callable[..., RedisStore]) -> None:
-    store = open_shared()
-    assert store.reserve("tavily", day=DAY, cap=1)
-    assert not store.reserve("tavily", day=DAY, cap=1)
-    assert store.reserve("tavily", day="2025-12-01", cap=1)
-    assert store.daily_credits(day="2025-12-01") == {"tavily": 1}
 
 
 def test_a_miss_waits_for_another_gateways_fill(
@@ -369,17 +331,6 @@ def test_a_reservation_settles_in_the_ledger_that_booked_it_once_the_store_is_ba
         # Restarted empty: the floor of 1 seen before, the 2 local credits, then this one.
         assert client.get("sift:cap:tavily:2025-11-30") == b"4"
     assert store.daily_credits(day=DAY) == {"tavily": 4}
-
-
-def test_a_closed_store_is_not_reopened_behind_the_callers_back(
-    open_shared: Callable[..., RedisStore],
-) -> None:
-    store = open_shared()
-    store.close()
-    with pytest.raises(StoreError):
-        store.cache_get(key(), now=NOW)
-    assert store.problem == "the store is closed"
-    assert store.reserve("tavily", day=DAY, cap=4) is not None  # a cap operation never raises
 
 
 def test_a_valkey_url_speaks_the_same_protocol(redis_server: RedisServer) -> None:
