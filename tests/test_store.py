@@ -12,38 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from gatewaykit import wait_until
+from storekit import DAY, HITS, NOW, key
 
 from siftlib.errors import StoreError
 from siftlib.search.hits import Hit
 from siftlib.store import sqlite as store_module
-from siftlib.store.base import Reservation, cache_key
+from siftlib.store.base import Reservation
 from siftlib.store.sqlite import SQLiteStore, open_sqlite
-
-NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
-HITS = (
-    Hit(
-        url="https://a.example/x",
-        title="A",
-        snippet="first",
-        score=0.03,
-        source="searxng",
-        published="2026-03-02",
-        engines=2,
-    ),
-    Hit(url="https://b.example/y", title="B ☃", snippet="", score=0.0, source="tavily"),
-)
-KEY_PARTS: dict[str, object] = {
-    "query": "SQLite WAL mode",
-    "sources": ["searxng", "tavily"],
-    "k": 8,
-    "merge": "rrf",
-    "hour_bucket": "2025-11-30T04",
-    "caller_class": "fleet",
-}
-
-
-def key(**changes: object) -> str:
-    return cache_key(**{**KEY_PARTS, **changes})  # type: ignore[arg-type]
 
 
 def count_rows(db_path: Path) -> int:
@@ -348,12 +324,6 @@ def test_a_file_locked_at_open_is_migrated_once_the_lock_goes(
 
 # --- daily caps ----------------------------------------------------------------------------
 
-DAY = "2025-11-30"
-
-
-def granted(store: SQLiteStore, n: int, *, cap: int, source: str = "tavily") -> list[bool]:
-    return [store.reserve(source, day=DAY, cap=cap) is not None for _ in range(n)]
-
 
 def reserve(store: SQLiteStore, *, cap: int, credits: int = 1, day: str = DAY) -> Reservation:
     reservation = store.reserve("tavily", day=day, cap=cap, credits=credits)
@@ -406,8 +376,8 @@ def test_credits_settled_during_a_lock_reach_the_file_afterwards(
     other.execute("BEGIN IMMEDIATE")
     opened.settle(reserve(opened, cap=5), actual=2)
     opened.release(reserve(opened, cap=5))
-    other.execute("COMMIT")
     assert other.execute("SELECT count(*) FROM credits").fetchone() == (0,)
+    other.execute("COMMIT")
     assert opened.reserve("tavily", day=DAY, cap=5)
     assert other.execute("SELECT used FROM credits").fetchone() == (3,)
     assert opened.daily_credits(day=DAY) == {"tavily": 3}
@@ -510,3 +480,23 @@ def test_state_directories_and_files_are_private_whatever_the_umask(tmp_path: Pa
     assert modes.pop("cache.db") == 0o600
     assert modes.pop("cache.db-wal") == 0o600  # SQLite gives it the file's mode
     assert set(modes.values()) <= {0o600}
+
+
+def test_credits_spent_during_a_lock_reach_the_file_without_another_reservation(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A process that stops reserving after a fault (its callers went away) still hands over.
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT", 0.05)
+    opened = open_sqlite(db_path)
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    spent = opened.reserve("tavily", day="2025-11-30", cap=5)
+    assert spent is not None and spent.ledger == "memory"
+    opened.settle(spent, actual=2)
+    other.execute("COMMIT")
+    wait_until(
+        lambda: other.execute("SELECT used FROM credits").fetchone() == (2,),
+        "the memory ledger's credits in the file",
+    )
+    other.close()
+    opened.close()

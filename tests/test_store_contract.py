@@ -13,39 +13,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from storekit import DAY, HITS, NOW, key
 
 from siftlib.errors import StoreError
-from siftlib.search.hits import Hit
-from siftlib.store.base import Cached, Reservation, Store, cache_key
+from siftlib.store.base import Cached, Reservation, Store
 from siftlib.store.redis import open_redis_store
 from siftlib.store.sqlite import open_sqlite
-
-NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
-DAY = "2025-11-30"
-HITS = (
-    Hit(
-        url="https://a.example/x",
-        title="A",
-        snippet="first",
-        score=0.03,
-        source="searxng",
-        published="2026-03-02",
-        engines=2,
-    ),
-    Hit(url="https://b.example/y", title="B ☃", snippet="", score=0.0, source="tavily"),
-)
-KEY_PARTS: dict[str, object] = {
-    "query": "SQLite WAL mode",
-    "sources": ["searxng", "tavily"],
-    "k": 8,
-    "merge": "rrf",
-    "hour_bucket": "2025-11-30T04",
-    "caller_class": "fleet",
-}
-
-
-def key(**changes: object) -> str:
-    return cache_key(**{**KEY_PARTS, **changes})  # type: ignore[arg-type]
 
 
 @pytest.fixture(params=["sqlite", "redis"])

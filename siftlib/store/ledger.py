@@ -343,9 +343,7 @@ class Ledger:
 
     def _probe(self) -> None:
         """Until the counter answers and nothing is owed, hand over or probe now and then."""
-        while not self._closed.wait(PROBE_EVERY):
-            if self._counter.lasting:
-                break
+        while not self._closed.wait(PROBE_EVERY) and not self._counter.lasting:
             owing = self._owing()
             for slot in owing:
                 self._hand_over(slot)
@@ -355,8 +353,9 @@ class Ledger:
                 except Unavailable:
                     continue
                 self._answered()
-            with self._lock:
+            with self._lock:  # under the lock `_failed` takes: a fault after this starts anew
                 if not self._down and not any(state.pending for state in self._slots.values()):
-                    break
+                    self._prober = None
+                    return
         with self._lock:
             self._prober = None
