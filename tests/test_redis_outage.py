@@ -25,8 +25,15 @@ COUNTER = f"sift:cap:tavily:{DAY}"
 
 
 @pytest.fixture
-def gateways(redis_server: RedisServer) -> Iterator[Callable[[], RedisStore]]:
-    """Open stores on the test's redis-server with share 0.5, as two gateways of a fleet."""
+def gateways(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[], RedisStore]]:
+    """Open stores on the test's redis-server with share 0.5, as two gateways of a fleet.
+
+    Their read timeout is 0.5 s, not 50 ms: on a loaded machine a late reply before the
+    outage would change what the test starts from; the outages last longer than that.
+    """
+    monkeypatch.setattr(redis_store, "READ_TIMEOUT", 0.5)
     opened: list[RedisStore] = []
 
     def open_one() -> RedisStore:
