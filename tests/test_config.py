@@ -398,7 +398,10 @@ def test_a_pinhole_on_a_cloud_metadata_address_is_refused(tmp_path: Path, entry:
 BROKEN_CLIENT = "raise ImportError('a broken build of the client')\n"
 
 
-@pytest.mark.parametrize("command", [["search", "--local", "sqlite wal"], ["serve"]])
+@pytest.mark.parametrize(
+    "command",
+    [["search", "--local", "sqlite wal"], ["serve"], ["fetch", "--local", "https://a.example/"]],
+)
 def test_a_store_client_installed_but_broken_is_the_config_error_naming_the_extra(
     tmp_path: Path, command: list[str]
 ) -> None:
@@ -407,6 +410,7 @@ def test_a_store_client_installed_but_broken_is_the_config_error_naming_the_extr
     (broken / "__init__.py").write_text(BROKEN_CLIENT)
     text = "[server]\nstore = 'redis://127.0.0.1:6379/0'\nlisten = '127.0.0.1:0'\n"
     text += "[search.searxng]\nenabled = true\nurl = 'http://127.0.0.1:9'\n"
+    text += "[fetch]\nenabled = true\n"
     path = write(tmp_path, text)
     done = sift(*command, "--config", path, env={"PYTHONPATH": str(tmp_path / "site")})
     assert done.returncode == 2

@@ -316,10 +316,10 @@ def open_fetch_cache(config: Config, secrets: Secrets) -> FetchCache | None:
             max_bytes=settings.cache_max_bytes,
             ttl=settings.cache_max_age,
         )
-    from siftlib.store.redis import PASSWORD_KEY, connect
+    from siftlib.store.factory import open_configured_client
 
     return RedisFetchCache(
-        connect(config.store, password=secrets.get(PASSWORD_KEY)),
+        open_configured_client(config, secrets),
         prefix=config.store_prefix,
         max_bytes=settings.cache_max_bytes,
         ttl=settings.cache_max_age,

@@ -10,6 +10,8 @@ from siftlib.store.recent import RecentHits
 from siftlib.store.sqlite import open_sqlite
 
 if TYPE_CHECKING:
+    import redis
+
     from siftlib.config import Config, Secrets
     from siftlib.store.base import Store
 
@@ -18,14 +20,8 @@ def open_configured_store(config: Config, secrets: Secrets) -> Store:
     """Open the store `[server] store` names: the SQLite file, or a Redis-protocol server."""
     if config.store == "sqlite":
         return open_store(config.db)
-    try:
-        from siftlib.store.redis import PASSWORD_KEY, open_redis_store  # only a fleet needs it
-    except ImportError as exc:  # installed (config found it) but broken
-        raise ConfigError(
-            f"{config.path}: server.store needs the optional extra sift[redis], whose client "
-            f"failed to import ({type(exc).__name__}): pip install --force-reinstall "
-            "'sift[redis]'"
-        ) from None
+    _import_client(config)
+    from siftlib.store.redis import PASSWORD_KEY, open_redis_store
 
     return RecentHits(
         open_redis_store(
@@ -36,6 +32,27 @@ def open_configured_store(config: Config, secrets: Secrets) -> Store:
             fill_timeout=config.timeout,
         )
     )
+
+
+def open_configured_client(config: Config, secrets: Secrets) -> redis.Redis:
+    """Return a client of the Redis-protocol server `[server] store` names, for what else
+    keeps its data there (the fetch cache), with the store's timeouts and password."""
+    _import_client(config)
+    from siftlib.store.redis import PASSWORD_KEY, connect
+
+    return connect(config.store, password=secrets.get(PASSWORD_KEY))
+
+
+def _import_client(config: Config) -> None:
+    """Import the redis client; one installed (config found it) but broken is a ConfigError."""
+    try:
+        import redis  # noqa: F401 - only a fleet needs it
+    except ImportError as exc:
+        raise ConfigError(
+            f"{config.path}: server.store needs the optional extra sift[redis], whose client "
+            f"failed to import ({type(exc).__name__}): pip install --force-reinstall "
+            "'sift[redis]'"
+        ) from None
 
 
 def open_store(path: Path) -> Store:
