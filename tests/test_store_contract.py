@@ -16,15 +16,23 @@ import pytest
 from storekit import DAY, HITS, NOW, key
 
 from siftlib.errors import StoreError
+from siftlib.store import redis as redis_store
 from siftlib.store.base import Cached, Reservation, Store
 from siftlib.store.redis import open_redis_store
 from siftlib.store.sqlite import open_sqlite
 
 
 @pytest.fixture(params=["sqlite", "redis"])
-def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], Store]]:
-    """Open handles on one store of the backend; each is another process or gateway on it."""
+def reopen(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[], Store]]:
+    """Open handles on one store of the backend; each is another process or gateway on it.
+
+    Redis reads for 0.5 s here, not 50 ms: the contract is the rules, and on a loaded machine
+    a late reply would book on the fallback ledger (`test_redis_store.py` tests that).
+    """
     opened: list[Store] = []
+    monkeypatch.setattr(redis_store, "READ_TIMEOUT", 0.5)
     if request.param == "sqlite":
         path = tmp_path / "state" / "server.db"
 
