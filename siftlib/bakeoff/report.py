@@ -4,6 +4,9 @@ The HTML page carries its CSS and an inline SVG chart — a hit-rate panel over 
 one row per configuration, each on an axis with a scale (0–100 %; round millisecond steps up
 to the slowest p90) — and loads nothing, so it can be mailed or archived as is. It holds at
 600 px wide: the chart is 540 units wide and scales down, the wide table scrolls in its box.
+On a wide window the chart scales up with the text column, to at most 52rem (about 830 px at
+1200 px), where its legend reads at the labels' size: at its natural 540 px it filled a third
+of a 1200 px page in 11 px type.
 Both files are derived: scoring again rewrites them.
 """
 
@@ -148,7 +151,7 @@ def _panel(
     legend_text = "  ".join(f'<tspan fill="{colour}">■ {name}</tspan>' for name, colour in legend)
     parts = [
         f'<text x="{left}" y="{top + 14}" font-weight="bold">{title}</text>',
-        f'<text x="{end}" y="{top + 14}" font-size="11" text-anchor="end">{legend_text}</text>',
+        f'<text x="{end}" y="{top + 14}" text-anchor="end">{legend_text}</text>',
     ]
     rows_top = top + 26
     axis_y = rows_top + _ROW_H * len(rows)
@@ -188,7 +191,7 @@ def chart_svg(scores: tuple[ConfigScore, ...], winner: str | None) -> str:
     """Return an SVG chart: hit rates, then p50/p90 latency, per configuration, on scaled axes.
 
     The panels are stacked, 540 units wide, so the chart holds in a 600 px wide window; CSS
-    scales it down further on anything narrower.
+    scales it to the text column's width (at most 52rem), down on anything narrower.
     """
 
     rate_rows = []
@@ -286,7 +289,7 @@ def render_html(board: Scoreboard) -> str:
 <style>
 body {{ font-family: sans-serif; color: #222; }}
 body {{ margin: 1.5em auto; padding: 0 1em; max-width: 60em; }}
-svg {{ display: block; max-width: 100%; height: auto; margin: 1em 0; }}
+svg {{ display: block; width: 100%; max-width: 52rem; height: auto; margin: 1em 0; }}
 .table {{ overflow-x: auto; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
 th, td {{ border: 1px solid #ccc; padding: 4px 8px; text-align: right; }}

@@ -30,6 +30,9 @@ document.title = JSON.stringify({
   chart: box("svg").right,
   table: box(".table").right,
   ticks: document.querySelectorAll("svg text[text-anchor=middle]").length,
+  chartWidth: box("svg").width,
+  legend: document.querySelector("svg tspan").getBoundingClientRect().height,
+  label: document.querySelector("svg text[text-anchor=end]").getBoundingClientRect().height,
 });
 </script>
 """
@@ -72,13 +75,19 @@ def report(tmp_path: Path) -> Path:
     return path
 
 
-def test_the_report_holds_at_600_px(report: Path, tmp_path: Path) -> None:
+def measure(report: Path, tmp_path: Path, width: int) -> dict[str, float]:
+    """Return the probe's boxes of the report in a window `width` px wide."""
     probe = tmp_path / "probe.html"
     probe.write_text(report.read_text().replace("</body>", PROBE + "</body>"))
-    dom = chromium("--window-size=600,1300", "--dump-dom", probe.as_uri())
+    dom = chromium(f"--window-size={width},1300", "--dump-dom", probe.as_uri())
     found = re.search(r"<title>(.*?)</title>", dom)
     assert found, dom[:500]
-    measured = json.loads(found.group(1).replace("&quot;", '"'))
+    measured: dict[str, float] = json.loads(found.group(1).replace("&quot;", '"'))
+    return measured
+
+
+def test_the_report_holds_at_600_px(report: Path, tmp_path: Path) -> None:
+    measured = measure(report, tmp_path, 600)
     assert measured["page"] <= 600  # nothing makes the page scroll sideways
     assert measured["chart"] <= 600 and measured["table"] <= 600
     assert measured["ticks"] >= 5 + 2  # both axes are drawn with their scale
@@ -87,3 +96,17 @@ def test_the_report_holds_at_600_px(report: Path, tmp_path: Path) -> None:
     chromium("--window-size=600,1300", f"--screenshot={shot}", report.as_uri())
     width, height = struct.unpack(">II", shot.read_bytes()[16:24])  # the PNG's IHDR
     assert (width, height) == (600, 1300)
+
+
+def test_at_1200_px_the_chart_spans_the_column_and_its_legend_reads(
+    report: Path, tmp_path: Path
+) -> None:
+    measured = measure(report, tmp_path, 1200)
+    # It filled a third of the page (540 px) in 11 px type: now most of the text column.
+    assert measured["chartWidth"] >= 780 and measured["page"] <= 1200
+    assert measured["legend"] >= 16 and measured["legend"] >= measured["label"] * 0.95
+
+    shot = tmp_path / "report-1200.png"  # kept with the test's files for a person to look at
+    chromium("--window-size=1200,1300", f"--screenshot={shot}", report.as_uri())
+    width, height = struct.unpack(">II", shot.read_bytes()[16:24])
+    assert (width, height) == (1200, 1300)
