@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,9 @@ from typing import Any
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO_ROOT / "tools"))
+from skill_folders import write_catalog  # noqa: E402  (tools/ is no package)
+
 MARKER = "BODY-MARKER-never-read-by-search"
 
 
@@ -65,22 +69,5 @@ def real_skills_dir(real_catalog_json: Path, tmp_path: Path) -> Path:
 
 
 def write_real_catalog(entries: list[dict[str, Any]], root: Path) -> None:
-    """Write each entry as a skill folder; the second `skill-creator` gets its own folder."""
-    folders: set[str] = set()
-    for entry in entries:
-        folder = entry["name"]
-        while folder in folders:
-            folder += "-" + entry["source"].split("/")[0]
-        folders.add(folder)
-        description = entry["description"]
-        if "\n" in description:
-            block = "".join(f"  {line}\n" for line in description.split("\n"))
-            value = "|-\n" + block.rstrip("\n")
-        else:
-            value = json.dumps(description, ensure_ascii=False)
-        lines = [f"name: {entry['name']}", f"description: {value}", "license: see source"]
-        if entry.get("disable_model_invocation"):
-            lines.append("disable-model-invocation: true")
-        path = root / folder / "SKILL.md"
-        path.parent.mkdir(parents=True)
-        path.write_text("---\n" + "\n".join(lines) + "\n---\n\n" + MARKER + "\n", encoding="utf-8")
+    """Write each entry as a skill folder, as the README's reproduction command does."""
+    write_catalog(entries, root, body=MARKER)
