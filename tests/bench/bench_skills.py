@@ -18,6 +18,18 @@ Figures, from one run:
   each term of such a query in turn once took local mode 57 s on the real catalog; leaving
   out only the 32 most informative brought it back to 0.4 s (keyword mode: 1 s on 10,000).
 
+Then, on the real catalog (`../shared/realdata/skills`, written out as skill folders):
+- whole one-shot `sift rerank-skills` processes, keyword and local mode alternating run by run
+  (target: local under 2x keyword);
+- the time from a reranked search's entry to its request reaching a provider on 127.0.0.1, for
+  a session's first search (cold) and later ones (warm), with the relevance index and the
+  provider client set up at session open as shipped, beside the first search doing both as
+  before, each in a fresh process;
+and the decline decision over `testdata/skills/writers/` (three catalogs, nine writers): the
+threshold the rule of `local.MIN_CONFIDENCE` picks, and selection / no-match per writer and per
+catalog with the threshold chosen without that writer or catalog, beside the shipped and the
+former threshold.
+
 Measured side by side in one run, twice: keyword search went from 27-29 ms to 2.7 ms on the
 short queries and from 106-114 ms to 14 ms on the agent-phrased ones when it stopped testing
 every skill's text for each term and began looking terms up among the catalog's distinct
