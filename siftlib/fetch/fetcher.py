@@ -275,15 +275,18 @@ def convert_page(body: bytes, shape: _Shape) -> _Converted:
         include=shape.include,
         exclude=shape.exclude,
     )
-    limit = shape.max_chars
-    cut = [
-        name for name, text in (("", document.content), *document.also.items()) if len(text) > limit
-    ]
+    texts, cut = _cut({"": document.content, **document.also}, shape.max_chars, warnings)
+    document.content = texts.pop("")
+    document.also = texts
+    return _Converted(document, warnings, cut)
+
+
+def _cut(texts: dict[str, str], limit: int, warnings: list[str]) -> tuple[dict[str, str], bool]:
+    """Cut every format at `max_chars`; say so in `warnings` when one was longer."""
+    cut = any(len(text) > limit for text in texts.values())
     if cut:
-        document.content = document.content[:limit]
-        document.also = {name: text[:limit] for name, text in document.also.items()}
         warnings.append(f"truncated: the content passed max_chars ({limit} characters)")
-    return _Converted(document, warnings, bool(cut))
+    return {name: text[:limit] for name, text in texts.items()}, cut
 
 
 @functools.lru_cache(maxsize=4096)  # the same requests come again: that is why they hit
@@ -655,11 +658,9 @@ class Fetcher:
             formats = {"markdown": encoded, "text": encoded}
         formats["html"] = formats["raw_html"] = f"<pre>{html.escape(formats['text'])}</pre>"
         formats["links"] = ""
-        texts = {name: formats[name] for name in (request.format, *request.also)}
-        cut = [name for name, text in texts.items() if len(text) > limit]
-        if cut:
-            warnings.append(f"truncated: the content passed max_chars ({limit} characters)")
-        content = texts.pop(request.format)[:limit]
+        asked = {name: formats[name] for name in (request.format, *request.also)}
+        texts, cut = _cut(asked, limit, warnings)
+        content = texts.pop(request.format)
         return FetchResult(
             url=page.url,
             final_url=page.final_url,
@@ -671,12 +672,12 @@ class Fetcher:
             language="",
             content=content,
             links=[],
-            truncated=bool(cut),
+            truncated=cut,
             warnings=warnings,
             fetch_ms=page.fetch_ms,
             convert_ms=round((time.perf_counter() - started) * 1000),
             bytes=len(page.body),
-            also={name: text[:limit] for name, text in texts.items()},
+            also=texts,
             author=author,
             num_pages=num_pages,
         )
