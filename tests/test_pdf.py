@@ -247,10 +247,8 @@ def test_a_pdf_sent_as_octet_stream_or_untyped(gw: Gateway, site: PageServer, pa
 def test_other_octet_streams_stay_refused(gw: Gateway, site: PageServer, path: str) -> None:
     status, body = native(gw, {"url": site.url + path})
     assert status == 415
-    assert body == {
-        "error": "unsupported content type: application/octet-stream",
-        "code": "unsupported content type",
-    }
+    assert body["error"] == "unsupported content type: application/octet-stream"
+    assert body["code"] == "unsupported content type"
 
 
 @pytest.mark.parametrize(
@@ -267,11 +265,9 @@ def test_unreadable_pdfs_are_a_415_with_the_reason(
 ) -> None:
     status, body = scrape(gw, {"url": site.url + path})
     assert status == 415
-    assert body == {
-        "success": False,
-        "error": f"unsupported content: {reason}",
-        "code": "unsupported content",
-    }
+    assert body["success"] is False
+    assert body["error"] == f"unsupported content: {reason}"
+    assert body["code"] == "unsupported content"
     status, body = native(gw, {"url": site.url + path})
     assert (status, body["code"]) == (415, "unsupported content")
 
