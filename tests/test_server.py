@@ -20,6 +20,7 @@ from gatewaykit import (
 )
 
 from siftlib.cli import main
+from siftlib.config import FetchConfig
 from siftlib.errors import ConfigError
 from siftlib.gateway.server import check_open_mode, split_listen
 
@@ -907,7 +908,30 @@ def test_metrics_show_a_restricted_callers_work_only_to_itself(
         "caller=ops,source=tavily": 1,
         "caller=restricted": 2,
     }
-    assert seen["ops"]["search_cache_miss"] == 4
+    # Metrics without a caller label count the fleet's work only: they would tell the
+    # restricted callers' apart from nothing.
+    assert seen["ops"]["search_cache_miss"] == 1
+    assert seen["ops"]["http_responses"] == {"route=/v1/search,status=200": 1}
+
+
+def test_a_restricted_callers_fetches_stay_out_of_caller_less_metrics(
+    tmp_path: Path, searxng: FakeUpstream
+) -> None:
+    from fetchkit import PageServer, page
+
+    callers = {"ops": "tok-ops", "vault": "tok-vault"}
+    with PageServer({"/p": page(b"<p>a page of words</p>")}) as site:
+        fetch = FetchConfig(allow=(site.allow,))
+        with gateway(
+            tmp_path, searxng=searxng.url, callers=callers, restricted=("vault",), fetch=fetch
+        ) as gw:
+            for url in (site.url + "/p", "http://10.1.2.3/", "http://db.corp.example/"):
+                call(gw.url, "POST", "/v1/fetch", {"url": url}, token="tok-vault")
+            seen = call(gw.url, "GET", "/metrics", token="tok-ops").json
+    assert seen.get("fetch_bytes", 0) == 0
+    assert seen.get("fetch_blocked", {}) == {}
+    assert seen.get("http_responses", {}) == {}
+    assert seen["fetch_requests"] == {"caller=restricted": 3}
 
 
 def test_a_token_that_is_not_ascii_is_refused_cleanly(gw: Gateway, searxng: FakeUpstream) -> None:

@@ -465,7 +465,8 @@ class Fetcher:
         except Blocked as exc:
             unsupported = isinstance(exc, (UnsupportedContent, UnreadableContent))
             status = outcome = "unsupported" if unsupported else "blocked"
-            self._count("fetch_blocked", rule=exc.rule)
+            if request.caller not in self.restricted:  # a caller-less aggregate: fleet only
+                self._count("fetch_blocked", rule=exc.rule)
             raise
         except FetchFailed as exc:
             status, outcome = f"failed:{exc.kind}", "failed"
@@ -475,7 +476,7 @@ class Fetcher:
             raise
         finally:
             self._count("fetch_requests", caller=request.caller, outcome=outcome)
-            if size:
+            if size and request.caller not in self.restricted:
                 self._count("fetch_bytes", size)
             host = "-" if request.caller in self.restricted else _loggable_host(request.url)
             ms = round((time.monotonic() - started) * 1000)
@@ -517,10 +518,13 @@ class Fetcher:
             if entry is not None and stored is not None:
                 found = stored, entry.stored_at
                 self._recent.put(key, stored, stored_at=entry.stored_at, size=len(entry.value))
+        counted = request.caller not in self.restricted  # a caller-less aggregate: fleet only
         if found is None:
-            self._count("fetch_cache_miss")
+            if counted:
+                self._count("fetch_cache_miss")
             return None
-        self._count("fetch_cache_hit")
+        if counted:
+            self._count("fetch_cache_hit")
         answer: FetchResult = copy.copy(found[0])  # shallow: the cached lists are never changed
         answer.url, answer.cached_at = request.url, found[1]
         return answer

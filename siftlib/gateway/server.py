@@ -503,6 +503,7 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     wbufsize = 64 * 1024  # headers and body leave in one write, flushed per request
     _body_read = False
+    _restricted = False  # the request's caller is in `permit_restricted`
     fields: dict[str, list[str]]  # the request's header fields (`headers` is not parsed)
     raw_requestline: bytes
     rfile: io.BufferedReader  # rbufsize -1: buffered, so a peeked byte is not lost
@@ -654,6 +655,7 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # cut while its head was arriving: nothing to answer
             return
         self._reading_body = True
+        self._restricted = False
         self._body_read = False
         route = self.route
         server = self.server
@@ -681,6 +683,7 @@ class Handler(BaseHTTPRequestHandler):
             caller = server.authenticate(self._field("authorization"))
             if caller is None:
                 raise Rejected(HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token")
+            self._restricted = caller in server.restricted
             if route == "/metrics":
                 self._metrics(caller)
             elif route in api.FETCH_ROUTES:
@@ -872,6 +875,8 @@ class Handler(BaseHTTPRequestHandler):
         return wire.http_date(timestamp)
 
     def _count(self, status: HTTPStatus) -> None:
+        if self._restricted:
+            return  # `http_responses` has no caller label: a restricted caller's stay out of it
         self.server.searcher.metrics.inc(
             "http_responses", route=api.route_label(self.route), status=str(int(status))
         )

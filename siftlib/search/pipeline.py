@@ -449,8 +449,10 @@ class Searcher:
             except StoreError as exc:
                 cached, key = None, None
                 warnings.append(f"store: {exc}")
+            aggregated = request.caller not in self.config.permit_restricted
             if cached is not None:
-                self.metrics.inc("search_cache_hit")
+                if aggregated:
+                    self.metrics.inc("search_cache_hit")
                 response = self._finish(
                     request,
                     query,
@@ -462,11 +464,13 @@ class Searcher:
                     0,
                     cached=True,
                 )._replace(stored=cached.hits)
-                self.metrics.observe(
-                    "search_cache_hit_seconds", self.deadline_clock.now() - started
-                )
+                if aggregated:
+                    self.metrics.observe(
+                        "search_cache_hit_seconds", self.deadline_clock.now() - started
+                    )
                 return response
-            self.metrics.inc("search_cache_miss")
+            if aggregated:
+                self.metrics.inc("search_cache_miss")
 
         if cancel is not None and cancel.is_set():
             raise Cancelled("cancelled")
@@ -616,7 +620,8 @@ class Searcher:
         self.health.record(
             name, ok=outcome.failure is None, ms=outcome.ms if outcome.sent else None
         )
-        if outcome.sent and outcome.ms is not None:
+        restricted = caller in self.config.permit_restricted  # in no caller-less aggregate
+        if outcome.sent and outcome.ms is not None and not restricted:
             self.metrics.observe("search_source_seconds", outcome.ms / 1000, source=name)
         if outcome.failure is not None:
             self._note_failure(name, outcome.failure)

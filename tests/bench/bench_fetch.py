@@ -21,6 +21,8 @@ import os
 import random
 import statistics
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +34,10 @@ import httpx  # noqa: E402
 from fetchkit import (  # noqa: E402
     TESTDATA_FETCH,
     PageServer,
+    hostile_class,
+    hostile_links,
+    hostile_paragraphs,
+    hostile_table,
     labelled_pages,
     page,
     shingle_f1,
@@ -39,8 +45,9 @@ from fetchkit import (  # noqa: E402
 )
 
 from siftlib.config import FetchConfig  # noqa: E402
+from siftlib.errors import FetchFailed  # noqa: E402
 from siftlib.fetch import convert as converting  # noqa: E402
-from siftlib.fetch.fetcher import Fetcher  # noqa: E402
+from siftlib.fetch.fetcher import Fetcher, FetchRequest, conversion_pool  # noqa: E402
 
 ROUNDS = 7
 CONVERSIONS = 41
@@ -190,7 +197,158 @@ def guard_cost() -> None:
     )
 
 
+def in_process_conversion(body: bytes, limit: float) -> str:
+    """Convert `body` as sift did before the worker pool: in the caller, without a bound.
+
+    It runs in a child so a page that costs minutes is cut at `limit` seconds; the child's
+    CPU time and peak RSS are what the caller's process would have paid.
+    """
+    import resource
+    import subprocess
+
+    code = (
+        "import sys; from siftlib.fetch.convert import convert; "
+        "convert(sys.stdin.buffer.read(), content_type='text/html', media_type='text/html', "
+        "url='https://example.org/', format='markdown', main_content=True)"
+    )
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE)
+    try:
+        child.communicate(body, timeout=limit)
+        ended = "done"
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        ended = f"cut at {limit:.0f} s"
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return f"{wall:7.1f} s wall {cpu:7.1f} s CPU  peak {after.ru_maxrss // 1024:5d} MB  {ended}"
+
+
+HOSTILE = {
+    "2 MB of paragraphs": lambda: hostile_paragraphs(2_100_000),
+    "10 MB table": lambda: hostile_table(10_000_000),
+    "10 MB class attribute": lambda: hostile_class(10_000_000),
+    "250,000 links": lambda: hostile_links(250_000),
+}
+
+
+def hostile_pages(limit: float = 90.0, timeout: float = 20.0) -> None:
+    """The worst pages of issue 38, before (in-process, unbounded) and after (the pool)."""
+    print(
+        f"hostile pages: before = in-process conversion (cut at {limit:.0f} s), "
+        f"after = Fetcher.fetch, fetch.timeout {timeout:.0f} s, conversion in a worker"
+    )
+    pool = conversion_pool()
+    pool.start()
+    pool.run(len, b"", deadline=time.monotonic() + 120)
+    pages = {name: make() for name, make in HOSTILE.items()}
+    with PageServer({f"/{i}": page(body) for i, body in enumerate(pages.values())}) as site:
+        fetcher = Fetcher(FetchConfig(allow=(site.allow,), timeout=timeout))
+        for i, (name, body) in enumerate(pages.items()):
+            print(f"  {name} ({len(body) / 1e6:.1f} MB)")
+            print(f"    before  {in_process_conversion(body, limit)}")
+            start = time.perf_counter()
+            try:
+                result = fetcher.fetch(FetchRequest(url=f"{site.url}/{i}"))
+                outcome = f"200, {len(result.content)} chars, {'; '.join(result.warnings)[:60]}"
+            except FetchFailed as exc:
+                outcome = str(exc)
+            print(f"    after   {time.perf_counter() - start:7.1f} s wall  {outcome}")
+        fetcher.close()
+    print(f"  (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+
+
+def normal_page_latency() -> None:
+    """A 100 KB article fetched and converted: in-process (before) against the pool (after)."""
+    from siftlib.fetch.convert import convert
+
+    body = big_page()
+    with PageServer({"/a": page(body)}) as site:
+        url = site.url + "/a"
+        fetcher = Fetcher(FetchConfig(allow=(site.allow,)))
+
+        def before() -> object:
+            fetched = fetcher.read(url)
+            return convert(
+                fetched.body,
+                content_type=fetched.content_type,
+                media_type=fetched.media_type,
+                url=url,
+                format="markdown",
+                main_content=True,
+            )
+
+        def after() -> object:
+            return fetcher.fetch(FetchRequest(url=url))
+
+        rows: dict[str, list[float]] = {"before": [], "after": []}
+        for get in (before, after):
+            per_request(get, 5)  # warm: imports, workers, connections
+        for _ in range(ROUNDS * 3):
+            for name, get in (("before", before), ("after", after)):
+                rows[name].append(per_request(get, 3))
+        fetcher.close()
+    a, b = (statistics.median(v) * 1e3 for v in rows.values())
+    print(
+        f"fetch + convert of a {len(body) // 1024} KB article, median ms: in-process {a:.1f}   "
+        f"worker pool {b:.1f}   difference {b - a:+.1f} ms "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
+
+
+def search_during_hostile_scrapes(scrapes: int = 32) -> None:
+    """Search latency while `scrapes` scrapes of a 250,000-link page run at once."""
+    from gatewaykit import FakeUpstream, call, gateway, searxng_body
+
+    searxng = FakeUpstream(searxng_body(5))
+    body = hostile_links(250_000)
+    latencies: list[float] = []
+    statuses: list[int] = []
+    with tempfile.TemporaryDirectory() as tmp, PageServer({"/l": page(body)}) as site:
+        fetch = FetchConfig(allow=(site.allow,), timeout=10.0, per_host=scrapes)
+        with gateway(Path(tmp), searxng=searxng.url, fetch=fetch, max_fetches=scrapes) as gw:
+            threads = [
+                threading.Thread(
+                    target=lambda: statuses.append(
+                        call(gw.url, "POST", "/v2/scrape", {"url": site.url + "/l"}).status
+                    )
+                )
+                for _ in range(scrapes)
+            ]
+            for thread in threads:
+                thread.start()
+            time.sleep(1.0)
+            for n in range(20):
+                start = time.perf_counter()
+                reply = call(gw.url, "POST", "/v1/search", {"query": f"during {n}"})
+                latencies.append(time.perf_counter() - start)
+                statuses.append(reply.status * 1000)
+                time.sleep(0.2)
+            for thread in threads:
+                thread.join(120)
+    searxng.close()
+    searches = [s // 1000 for s in statuses if s >= 1000]
+    print(
+        f"{scrapes} concurrent scrapes of a 250,000-link page: 20 searches during them, "
+        f"statuses {sorted(set(searches))}, median {statistics.median(latencies) * 1000:.0f} ms, "
+        f"max {max(latencies) * 1000:.0f} ms; scrapes answered "
+        f"{sorted(set(s for s in statuses if s < 1000))} "
+        f"(load average {os.getloadavg()[0]:.1f})"
+    )
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["hostile"]:  # only issue 38's figures
+        normal_page_latency()
+        search_during_hostile_scrapes()
+        hostile_pages()
+        sys.exit(0)
     quality()
     conversion_time()
     guard_cost()
+    normal_page_latency()
+    search_during_hostile_scrapes()
+    hostile_pages()
