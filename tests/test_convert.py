@@ -344,3 +344,25 @@ def test_a_charset_no_browser_knows_falls_back_to_utf8_then_windows_1252(label: 
         assert decode(body, f"text/html; charset={label}") == text
         meta = f"<meta charset={label}>".encode()
         assert decode(meta + body, "text/html", html_page=True) == meta.decode() + text
+
+
+def test_the_html_format_keeps_no_event_handler_or_script_url() -> None:
+    body = (
+        b"<html><body><article><h1 onclick='steal()'>Title</h1>"
+        b"<p onmouseover=\"x()\">Read <a href='javascript:alert(1)'>this</a>, "
+        b"<a href=' JaVa&#9;ScRiPt:alert(2)'>that</a>, <a href='vbscript:x'>old</a>, "
+        b"<a href='data:text/html,<script>y()</script>'>inline</a> and "
+        b"<a href='https://example.org/ok' title='kept'>a real link</a>.</p>"
+        b"<img src='https://example.org/i.png' onerror='z()' alt='pic'>"
+        b"<form action='javascript:w()'><p>inside a form</p></form>"
+        b"</article></body></html>"
+    )
+    for main in (True, False):
+        content = html(body, format="html", main=main).content
+        lowered = content.lower()
+        assert "onclick" not in lowered and "onmouseover" not in lowered
+        assert "onerror" not in lowered
+        assert "javascript" not in lowered and "vbscript" not in lowered
+        assert "data:text/html" not in lowered
+        assert 'href="https://example.org/ok"' in content
+        assert "a real link" in content

@@ -96,6 +96,13 @@ _BROWSER_READS = {
     "euc_kr": "cp949",
     "utf-16": "utf-16-le",
 }
+_URL_ATTRIBUTES = frozenset(
+    ("href", "src", "action", "formaction", "poster", "background", "cite", "data", "srcset")
+    + ("xlink:href", "longdesc", "lowsrc", "dynsrc", "usemap", "codebase", "manifest")
+)
+# A URL a browser would run: its scheme after the controls and spaces it ignores there.
+_JAVASCRIPT = "[\\t\\n\\r]*".join("javascript")  # a browser skips tabs and newlines inside
+_SCRIPT_URL = re.compile(f"[\\x00-\\x20]*(?:{_JAVASCRIPT}|vbscript|data)[\\t\\n\\r]*:", re.I)
 _WHITESPACE = re.compile(r"[ \t\n\r\f\v]+")
 _BR = "\ue000"  # a line break inside a paragraph, kept through whitespace folding
 _BREAK = re.compile(f" ?{_BR} ?")
@@ -308,6 +315,23 @@ def _other(text: str, media_type: str, format: str) -> str:
     return "" if format == "links" else text
 
 
+def _sanitize(part: Any) -> None:
+    """Drop event handlers (`on*`) and script URLs from the HTML a caller may render.
+
+    Scripts, frames and objects are gone already (`_clean`); what is left could still run
+    code where the `html` format is shown: `<a href="javascript:…">`, `<img onerror=…>`.
+    """
+    for element in part.iter():
+        if not isinstance(element.tag, str):
+            continue  # a comment or processing instruction
+        for name in list(element.attrib):
+            value = element.attrib[name]
+            if name.lower().startswith("on") or (
+                name.lower() in _URL_ATTRIBUTES and _SCRIPT_URL.match(value)
+            ):
+                del element.attrib[name]
+
+
 def convert_html(
     text: str,
     *,
@@ -348,6 +372,7 @@ def convert_html(
             extracted = _extracted(tree, base)
             part = extracted if extracted is not None else _own_main(part)
         if "html" in formats:
+            _sanitize(part)
             converted["html"] = lxml.etree.tostring(part, encoding="unicode", method="html")
         for name in ("markdown", "text"):
             if name in formats:
