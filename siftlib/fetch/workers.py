@@ -28,8 +28,9 @@ Decisions:
   worker as it starts, so the first call does not pay for them; workers start on first use
   (or `start()`), and a replacement starts at once, off the caller's critical path (its
   imports run in the new process while the caller's answer is sent);
-- a worker runs at a lower priority (`nice` 10): hostile work may use every core, but the
-  gateway's own threads (search, answers) come first;
+- a worker runs at the gateway's own priority: at `nice` 10 an ordinary page took 430 ms
+  longer to convert on a loaded machine (docs: hostile pages); the pool's size is the bound
+  on the cores hostile work can take;
 - a request is one pickle with a length prefix on the worker's stdin, the answer one on its
   stdout: a 100 KB page costs well under a millisecond each way (docs: fetch performance);
 - a worker that hit its memory limit exits and is replaced: its heap may be left fragmented.
@@ -54,7 +55,6 @@ __all__ = ["WorkCancelled", "WorkError", "WorkFailed", "WorkTimeout", "WorkerPoo
 
 _T = TypeVar("_T")
 _HEADER = struct.Struct("!Q")
-_NICE = 10
 # How often a caller waiting with a `cancel` event looks at it (a wait with none never wakes).
 _CANCEL_POLL = 0.05
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -269,7 +269,6 @@ def serve(preload: Sequence[str] = ()) -> None:
     import resource
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the parent
-    os.nice(_NICE)
     for name in preload:
         importlib.import_module(name)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
