@@ -66,6 +66,9 @@ from urllib.parse import urljoin, urlsplit
 import lxml.etree
 import lxml.html
 
+from siftlib.fetch.pagetype import page_type, structured_data
+from siftlib.fetch.threads import missing_posts, thread
+
 __all__ = ["Document", "convert", "decode"]
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_:.+-]+)""", re.I)
@@ -135,6 +138,7 @@ _DROPPED = (
 # 22,000 of its 22,700 characters that way).
 _FORM_CONTROLS = "//button|//select|//textarea|//dialog"
 _CONTROL_TEXT = 200
+_REVEALED = re.compile(r"(^|[\s_-])(tabs?|tabpanel|accordion|collapse)($|[\s_-])", re.I)
 _FORM_TEXT = 1000  # a form holding more is the page (ASP.NET wraps every page in one)
 # Candidates only: the style is read in Python (an XPath translate() on every element is
 # slower than the whole cleaning step), as CSS reads it: in any case, spaces anywhere.
@@ -210,17 +214,29 @@ _XML_TAGS = {
 }
 _EMPHASIS = {"strong": "**", "b": "**", "em": "*", "i": "*", "del": "~~", "s": "~~"}
 _HI = {"#b": "b", "#i": "i", "#u": "u", "#t": "code", "#sub": "sub", "#sup": "sup"}
-_INLINE_PARENTS = frozenset(("p", "head", "hi", "ref", "item", "cell", "quote"))
+# Parents whose `<code>` is inline, by both names: a parent is renamed before its children.
+_INLINE_PARENTS = frozenset(
+    ("p", "head", "hi", "ref", "item", "cell", "quote", "li", "td", "th", "blockquote", "a")
+    + tuple(f"h{n}" for n in range(1, 7))
+)
 # A table holding these is page layout, not data: its cells are rendered as blocks.
 _LAYOUT_TABLE = (
     ".//table|.//ul|.//ol|.//h1|.//h2|.//h3|.//pre|.//blockquote|.//td[string-length() > 400]"
 )
 _PARSERS = threading.local()
 _SHORT_RESULT = 250  # trafilatura's `min_extracted_size`
+# Below this share of the structural pass's words, trafilatura's answer gives way to that
+# pass; per page type, chosen on WCXB's tuning half (README "Page types").
+_EMPTY_SHARE = 0.4
+# Under this share of a thread's words, trafilatura lost posts: the posts are the answer.
+_THREAD_SHARE = 0.75
+_SHORT_PAGE = 200  # words: on a page this short, a pass that drops its structure loses it all
+_FULLER_SHARE = {"forum": 0.1, "product": 0.5, "collection": 0.6, "listing": 0.6, "service": 0.6}
 _ANCHOR_MARKS = frozenset(("¶", "#", "§", "🔗"))
 _STRING = lxml.etree.XPath("string()", smart_strings=False)
 _LAST_WORD = re.compile(r"\w+\Z")
 _FIRST_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"\w+")
 
 
 def _text(element: Any) -> str:
@@ -238,6 +254,8 @@ class Document:
     content: str = ""
     links: list[str] = field(default_factory=list)
     also: dict[str, str] = field(default_factory=dict)  # further formats asked for
+    page_type: str = ""  # HTML only: one of `siftlib.fetch.pagetype.PAGE_TYPES`
+    warnings: list[str] = field(default_factory=list)
 
 
 def decode(body: bytes, content_type: str = "", *, html_page: bool = False) -> str:
@@ -352,6 +370,7 @@ def convert_html(
     base = _base_url(tree, url)
     title, description, language = _metadata(tree)
     document = Document(title, description, language, links=_links(tree, base))
+    document.page_type = page_type(tree, base, structured_data(tree))
     if not document.title:
         heading = tree.find(".//h1")
         document.title = _squash(_text(heading)) if heading is not None else ""
@@ -369,8 +388,7 @@ def convert_html(
             part = tree
         if main_content:
             _wrap_code(tree)
-            extracted = _extracted(tree, base)
-            part = extracted if extracted is not None else _own_main(part)
+            part = _main(tree, part, base, document)
         if "html" in formats:
             _sanitize(part)
             converted["html"] = lxml.etree.tostring(part, encoding="unicode", method="html")
@@ -492,7 +510,7 @@ def _clean(tree: Any, *, main_content: bool) -> None:
         )
         # A large hidden part is a tab, an accordion or a page shown by script: in main-content
         # mode the extractor judges it (product specs and FAQ answers sit in such parts).
-        if hidden and not (main_content and len(_text(element)) > _CONTROL_TEXT):
+        if hidden and not (main_content and _revealed(element)):
             element.drop_tree()
     for image in tree.xpath("//img"):
         src = (image.get("src") or "").strip().lower()
@@ -506,6 +524,12 @@ def _clean(tree: Any, *, main_content: bool) -> None:
         # Some sites wrap the whole page in one <form> (ASP.NET): keep a form with an article.
         if len(_text(form)) < _FORM_TEXT:
             form.drop_tree()
+
+
+def _revealed(element: Any) -> bool:
+    """Tell whether a hidden part is content a reader reveals: a tab, an accordion, a long part."""
+    marks = f"{element.get('class') or ''} {element.get('role') or ''}"
+    return bool(_REVEALED.search(marks)) or len(_text(element)) > _CONTROL_TEXT
 
 
 def _style(element: Any) -> str:
@@ -575,6 +599,48 @@ def _extracted(tree: Any, base: str) -> Any:
     if not length:
         return None
     return _as_html(body, base, _SourceText(tree))
+
+
+def _main(tree: Any, body: Any, base: str, document: Document) -> Any:
+    """Return the main content: trafilatura's, else a thread's posts or the fuller pass.
+
+    A listing, a collection or a service page spreads its content over many blocks, and
+    trafilatura, built for articles, often keeps one card or the hero alone: under a share
+    of the words the structural pass (`_own_main`) keeps, that fuller pass is the answer,
+    and for any page under `_EMPTY_SHARE` of them (README "Page types").
+    """
+    fuller = _own_main(copy.deepcopy(body))  # before trafilatura, which changes the tree
+    whole = _words(fuller)
+    posts = thread(tree) if document.page_type == "forum" else None
+    extracted = _extracted(tree, base)
+    kept = _words(extracted)
+    lost = posts is not None and kept < _THREAD_SHARE * _words(posts)
+    if lost and missing_posts(posts, "" if extracted is None else _text(extracted)):
+        extracted, kept = posts, _words(posts)
+    share = _FULLER_SHARE.get(document.page_type, _EMPTY_SHARE)
+    flattened = kept <= whole <= _SHORT_PAGE and _structure(fuller) > 2 * _structure(extracted)
+    if extracted is not None and kept >= share * whole and not flattened:
+        return extracted
+    if not whole:
+        document.warnings.append("main content: the page has no text (a page built by script?)")
+    elif kept < _EMPTY_SHARE * whole:
+        document.warnings.append(
+            f"main content: the extractor kept {kept} of the page's {whole} words; "
+            "this is the page without its navigation, header and footer"
+        )
+    return fuller
+
+
+def _structure(part: Any) -> int:
+    """Count the headings, list items and code blocks in a part."""
+    if part is None:
+        return 0
+    return sum(1 for _ in part.iter("h1", "h2", "h3", "h4", "h5", "h6", "li", "pre"))
+
+
+def _words(part: Any) -> int:
+    # Text pieces apart: `_text` runs blocks together ("Nestedouter one").
+    return 0 if part is None else len(_WORD.findall(" ".join(part.itertext())))
 
 
 def _trafilatura_body(tree: Any, *, short_pages: bool) -> Any:
@@ -696,7 +762,10 @@ def _own_main(part: Any) -> Any:
     """Return the page's main content by structure: the largest article, else the body."""
     candidates = part.xpath(".//article|.//main|.//*[@role='main']|.//*[@itemprop='articleBody']")
     if candidates:
-        part = max(candidates, key=lambda c: len(_text(c)))
+        # The largest, when it holds most of the page: on a listing each card is an <article>.
+        largest = max(candidates, key=lambda c: len(_text(c)))
+        if 2 * len(_text(largest)) >= len(_text(part)):
+            part = largest
     for element in part.xpath(".//*"):
         if element.getparent() is None:
             continue  # inside something already dropped
@@ -794,6 +863,8 @@ class _Renderer:
             tick = "``" if "`" in code else "`"
             return f"{tick}{code}{tick}"
         inner = self._inline_children(element)
+        if tag in ("p", "div"):
+            return f"{_BR}{inner}{_BR}"  # a paragraph inside a table cell: its own line
         if self.plain or not inner.strip():
             return inner
         # Spaces at the edges stay outside the markup: `[Platz ](u)angesiedelt` glues words.
@@ -851,9 +922,10 @@ class _Renderer:
         if element.xpath(_LAYOUT_TABLE):
             return self._blocks(element)  # a layout table: its cells are content blocks
         rows = element.xpath("./tr|./thead/tr|./tbody/tr|./tfoot/tr")
+        br = " " if self.plain else "<br>"  # a pipe table's cell is one line
         grid = [
             [
-                _squash(self._inline_children(cell)).replace("\n", " ").replace("|", "\\|")
+                _squash(self._inline_children(cell)).replace("\n", br).replace("|", "\\|")
                 for cell in row.xpath("./td|./th")
             ]
             for row in rows
@@ -865,7 +937,11 @@ class _Renderer:
             return ["\n".join(" | ".join(row) for row in grid)]
         width = max(len(row) for row in grid)
         grid = [row + [""] * (width - len(row)) for row in grid]
-        lines = [f"| {' | '.join(grid[0])} |", "|" + "---|" * width]
+        if width > 1 and all(
+            row[0].tag == "th" and row[-1].tag == "td" for row in rows if len(row) > 1
+        ):
+            grid.insert(0, [""] * width)  # a key-value table: its first row is data, not a head
+        lines = [f"| {' | '.join(grid[0])} |".replace("  ", " "), "|" + "---|" * width]
         lines += [f"| {' | '.join(row)} |" for row in grid[1:]]
         caption = element.find("caption")
         head = [_squash(_text(caption))] if caption is not None else []

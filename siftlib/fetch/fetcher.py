@@ -197,6 +197,7 @@ class FetchResult:
     author: str = ""  # a PDF's document information
     num_pages: int | None = None  # set for a PDF
     cached_at: float | None = None  # epoch seconds: answered from the fetch cache
+    page_type: str = ""  # an HTML page's kind (siftlib.fetch.pagetype), else ""
 
     def to_native(self) -> dict[str, object]:
         """Return the native `/v1/fetch` envelope (fetch.md §4.1), `rendered` when it was."""
@@ -221,6 +222,7 @@ class FetchResult:
             "links": self.links,
             "truncated": self.truncated,
             "warnings": self.warnings,
+            **({"page_type": self.page_type} if self.page_type else {}),
             **rendered,
             **({"cached": True} if self.cached_at is not None else {}),
             "timings": timings,
@@ -275,6 +277,7 @@ def convert_page(body: bytes, shape: _Shape) -> _Converted:
         include=shape.include,
         exclude=shape.exclude,
     )
+    warnings += document.warnings
     texts, cut = _cut({"": document.content, **document.also}, shape.max_chars, warnings)
     document.content = texts.pop("")
     document.also = texts
@@ -630,6 +633,7 @@ class Fetcher:
             also=document.also,
             render_ms=None if rendered is None else rendered.render_ms,
             screenshot=None if rendered is None else rendered.screenshot,
+            page_type=document.page_type,
         )
 
     def _pdf(

@@ -218,6 +218,8 @@ def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, A
         "cacheState": "miss" if result.cached_at is None else "hit",
         "scrapeId": str(uuid.uuid4()),
     }
+    if result.page_type:
+        data["metadata"]["pageType"] = result.page_type
     if result.render_ms is not None:
         data["metadata"].update(rendered=True, renderMs=result.render_ms)
     if result.cached_at is not None:

@@ -1,0 +1,191 @@
+"""Page reading per page type: what an agent needs from a thread, a listing, a service page,
+a product, a docs page and a short page, on realistic pages in testdata/fetch/ (issue 39)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fetchkit import TESTDATA_FETCH
+
+from siftlib.fetch.convert import Document, convert
+from siftlib.fetch.pagetype import page_type, structured_data
+
+
+def read(name: str, url: str, *, main: bool = True) -> Document:
+    body = (TESTDATA_FETCH / name).read_bytes()
+    return convert(
+        body, content_type="text/html", media_type="text/html", url=url, main_content=main
+    )
+
+
+def html(page: str, url: str = "https://example.org/notes/page") -> Document:
+    return convert(page.encode(), content_type="text/html", media_type="text/html", url=url)
+
+
+def test_a_thread_keeps_every_post_in_order_with_its_author_and_date() -> None:
+    document = read("thread-phpbb.html", "https://board.example.org/viewtopic.php?t=4821")
+    assert document.page_type == "forum"
+    content = document.content
+    openings = (
+        "I back up my photo library",
+        "Almost always an idle timeout",
+        "The keepalive did it",
+        "Worth adding `ServerAliveCountMax 10`",
+    )
+    places = [content.index(opening) for opening in openings]
+    assert places == sorted(places)
+    for author, date in (
+        ("quietfan", "Mon Mar 02, 2026 7:04 pm"),
+        ("packetpusher", "Mon Mar 02, 2026 8:11 pm"),
+        ("quietfan", "Tue Mar 03, 2026 7:45 am"),
+        ("lintroller", "Tue Mar 03, 2026 9:20 am"),
+    ):
+        assert re.search(rf"{author}\S*\*\* » {date}", content), (author, date)
+    # The answer's three fixes stay a list, with their inline code.
+    assert "1. Send keepalives from the client: `ServerAliveInterval 60`" in content
+    assert "3. Run the transfer inside `tmux`" in content
+    assert "Who is online" not in content and "Register" not in content
+
+
+def test_a_listing_keeps_every_item_with_its_link_and_text() -> None:
+    document = read("listing-events.html", "https://library.example.org/events")
+    assert document.page_type == "listing"
+    items = {
+        "Repair Café": "/events/repair-cafe",
+        "Spring seed swap": "/events/seed-swap",
+        "Code club for teens": "/events/code-club",
+        "Author talk: Mara Lind": "/events/author-talk-mara-lind",
+        "Family history drop-in": "/events/family-history",
+        "Knit and natter": "/events/knit-and-natter",
+    }
+    for title, path in items.items():
+        assert f"[{title}](https://library.example.org{path})" in document.content
+    assert "volunteers fix it with you" in document.content
+    assert "needles and wool to borrow" in document.content
+    assert "Opening hours" not in document.content and "Catalogue" not in document.content
+
+
+def test_a_service_page_keeps_every_section_not_the_hero_alone() -> None:
+    document = read("service-page.html", "https://ledgerline.example.co.uk/")
+    assert document.page_type == "service"
+    content = document.content
+    for heading in ("# Bookkeeping that is done", "## What we do", "## Pricing", "## Questions"):
+        assert heading in content
+    for part in ("### Payroll", "£190 a month", "Priya Shah", "Xero or QuickBooks"):
+        assert part in content
+    assert "14 Mill Street" not in content
+
+
+def test_a_product_keeps_its_name_price_description_and_specs_from_a_hidden_tab() -> None:
+    document = read("product-page.html", "https://shop.example.com/p/trailhead-28")
+    assert document.page_type == "product"
+    content = document.content
+    assert content.startswith("# Trailhead 28 L hiking backpack")
+    assert "€89.00" in content and "ventilated back panel" in content
+    # A key-value table: its first row is data, under an empty head.
+    assert "| | |\n|---|---|\n| Volume | 28 litres |" in content
+    assert "| Warranty | Five years |" in content
+    assert "You may also like" not in content
+
+
+def test_a_docs_table_with_code_cells_stays_a_markdown_table() -> None:
+    document = read("docs-reference.html", "https://docs.pondlib.example/settings.html")
+    assert document.page_type == "documentation"
+    content = document.content
+    assert "| Setting | Default | Meaning |\n|---|---|---|\n" in content
+    assert "| `max_connections` | `100` | Connections open at once, idle or busy |" in content
+    assert "see [pools](https://docs.pondlib.example/pools.html) |" in content
+    assert "| Seconds an idle connection is kept<br>before it is closed |" in content
+    assert "```python\nfrom pondlib import Client, Limits\n" in content
+    assert "max_connections` above the server's own limit" in content  # the admonition
+    assert "Quick search" not in content and "Table of contents" not in content
+
+
+def test_a_short_page_keeps_its_heading_list_and_links_in_main_content_mode() -> None:
+    document = html(
+        "<html><body><h1>Nested</h1><ul><li>outer one<ul><li>inner one</li></ul></li>"
+        "<li>outer two</li></ul><p>See <a href='/up'>up</a> and <a href='/here'>here</a>.</p>"
+        "</body></html>"
+    )
+    assert document.content == (
+        "# Nested\n\n- outer one\n  - inner one\n- outer two\n\n"
+        "See [up](https://example.org/up) and [here](https://example.org/here).\n"
+    )
+
+
+def test_a_bare_heading_on_a_short_page_is_kept() -> None:
+    document = html("<html><body><h1>Release notes</h1><p>Nothing changed.</p></body></html>")
+    assert document.content.startswith("# Release notes\n")
+
+
+def test_an_extraction_that_keeps_a_small_share_falls_back_to_the_fuller_pass() -> None:
+    cards = "".join(
+        f"<li class='tile'><a href='/courses/{n}'>Course {n}: evening class in room {n}</a></li>"
+        for n in range(1, 31)
+    )
+    page = (
+        "<html><body><nav><a href='/'>Home</a></nav><article><h1>Courses</h1>"
+        "<p>All our evening courses for the spring term, from pottery to Portuguese, are "
+        "listed below; booking opens on the first of the month at nine.</p></article>"
+        f"<ul class='catalogue'>{cards}</ul><footer>(c) School</footer></body></html>"
+    )
+    document = html(page, "https://school.example.org/courses/")
+    assert document.page_type == "listing"
+    for n in (1, 15, 30):
+        assert f"[Course {n}: evening class in room {n}]" in document.content
+    assert "Home" not in document.content and "(c) School" not in document.content
+
+
+def test_a_page_with_no_text_says_so() -> None:
+    document = html("<html><body><div id='app'></div><script>render()</script></body></html>")
+    assert document.content.strip() == ""
+    assert document.warnings == ["main content: the page has no text (a page built by script?)"]
+
+
+def test_the_full_page_pass_drops_hidden_parts_whatever_their_size() -> None:
+    hidden = "<div hidden class='tab-panel'>" + "secret words " * 40 + "</div>"
+    body = f"<html><body><p>Visible text.</p>{hidden}</body></html>".encode()
+    full = convert(
+        body,
+        content_type="text/html",
+        media_type="text/html",
+        url="https://example.org/",
+        main_content=False,
+    )
+    assert "secret" not in full.content
+
+
+@pytest.mark.parametrize(
+    ("url", "head", "expected"),
+    [
+        ("https://forum.example.org/t/wal-growing/4182", "", "forum"),
+        ("https://example.org/x", '<meta name="generator" content="Discourse 3.2">', "forum"),
+        ("https://docs.example.org/en/latest/intro.html", "", "documentation"),
+        (
+            "https://shop.example.org/x",
+            '<script type="application/ld+json">{"@type": "Product", "name": "Mug"}</script>',
+            "product",
+        ),
+        ("https://shop.example.org/collections/mugs", "", "collection"),
+        ("https://news.example.org/2026/03/04/tram-line", "", "article"),
+        ("https://example.org/", "", "service"),
+    ],
+)
+def test_the_page_type_comes_from_cheap_signals(url: str, head: str, expected: str) -> None:
+    from siftlib.fetch.convert import _parse
+
+    tree = _parse(f"<html><head>{head}</head><body><p>Some text.</p></body></html>")
+    assert page_type(tree, url, structured_data(tree)) == expected
+
+
+def test_json_ld_graphs_and_lists_are_read_and_broken_json_ld_is_ignored() -> None:
+    from siftlib.fetch.convert import _parse
+
+    tree = _parse(
+        '<html><head><script type="application/ld+json">{"@graph": [{"@type": "WebPage"},'
+        '{"@type": ["Product"], "offers": {"@type": "Offer"}}]}</script>'
+        '<script type="application/ld+json">{not json</script></head><body></body></html>'
+    )
+    kinds = sorted(str(item["@type"]) for item in structured_data(tree) if "@type" in item)
+    assert kinds == ["Offer", "WebPage", "['Product']"]
