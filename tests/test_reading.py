@@ -173,14 +173,14 @@ def test_the_full_page_pass_drops_hidden_parts_whatever_their_size() -> None:
     ],
 )
 def test_the_page_type_comes_from_cheap_signals(url: str, head: str, expected: str) -> None:
-    from siftlib.fetch.convert import _parse
+    from siftlib.fetch.convert.decode import parse as _parse
 
     tree = _parse(f"<html><head>{head}</head><body><p>Some text.</p></body></html>")
     assert page_type(tree, url, structured_data(tree)) == expected
 
 
 def test_json_ld_graphs_and_lists_are_read_and_broken_json_ld_is_ignored() -> None:
-    from siftlib.fetch.convert import _parse
+    from siftlib.fetch.convert.decode import parse as _parse
 
     tree = _parse(
         '<html><head><script type="application/ld+json">{"@graph": [{"@type": "WebPage"},'

@@ -47,6 +47,7 @@ from fetchkit import (  # noqa: E402
 from siftlib.config import FetchConfig  # noqa: E402
 from siftlib.errors import FetchFailed  # noqa: E402
 from siftlib.fetch import convert as converting  # noqa: E402
+from siftlib.fetch.convert import extract  # noqa: E402
 from siftlib.fetch.fetcher import Fetcher, FetchRequest, conversion_pool  # noqa: E402
 
 ROUNDS = 7
@@ -68,12 +69,12 @@ def document(body: bytes, *, format: str = "markdown", main: bool = True) -> str
 
 def own_extractor(body: bytes) -> str:
     """Convert with our structural extractor alone (trafilatura switched off)."""
-    real = converting._extracted
-    converting._extracted = lambda tree, base: None  # type: ignore[assignment]
+    real = extract._extracted
+    extract._extracted = lambda tree, base: None  # type: ignore[assignment]
     try:
         return document(body, format="text")
     finally:
-        converting._extracted = real  # type: ignore[assignment]
+        extract._extracted = real  # type: ignore[assignment]
 
 
 def trafilatura_alone(body: bytes) -> str:
@@ -131,16 +132,16 @@ def conversion_time() -> None:
     body = big_page()
     document(body)  # import and warm up
     inside: list[float] = []
-    extract = converting._trafilatura_body
+    real_body = extract._trafilatura_body
 
     def timed(tree: object, *, short_pages: bool) -> object:
         start = time.process_time()
         try:
-            return extract(tree, short_pages=short_pages)
+            return real_body(tree, short_pages=short_pages)
         finally:
             inside.append(time.process_time() - start)
 
-    converting._trafilatura_body = timed  # type: ignore[assignment]
+    extract._trafilatura_body = timed  # type: ignore[assignment]
     load = os.getloadavg()[0]
     try:
         for label, main in (("main content", True), ("whole page", False)):
@@ -160,7 +161,7 @@ def conversion_time() -> None:
             )
             inside.clear()
     finally:
-        converting._trafilatura_body = extract  # type: ignore[assignment]
+        extract._trafilatura_body = real_body  # type: ignore[assignment]
     print(f"  (load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
 
