@@ -115,13 +115,13 @@ def page_type(tree: Any, url: str, objects: list[dict[str, Any]]) -> str:
         or types["APIReference"]
     ):
         return "documentation"
+    if any(types[name] for name in _ARTICLE_TYPES) or og_type == "article":
+        return "article"
     if types["ItemList"] or types["CollectionPage"] or _LISTING_URL.search(path):
-        return "listing"
-    if (
-        any(types[name] for name in _ARTICLE_TYPES)
-        or og_type == "article"
-        or _ARTICLE_URL.search(path)
-    ):
+        # One <article> of paragraphs with a date is a story, wherever it is served.
+        stories = tree.xpath("//article[count(.//p) >= 3 and .//time]")
+        return "article" if len(stories) == 1 else "listing"
+    if _ARTICLE_URL.search(path):
         return "article"
     if types["FAQPage"] or types["Service"] or types["LocalBusiness"] or path.count("/") <= 2:
         return "service"

@@ -230,6 +230,8 @@ def test_sdk_scrape_without_options(scraping: Gateway, site: PageServer) -> None
     assert meta.source_url == meta.url == site.url + "/news"
     assert meta.content_type == "text/html; charset=utf-8"
     assert meta.proxy_used == "basic"
+    # sift's `pageType` rides along as an extra field the SDK keeps without complaint.
+    assert meta.model_dump().get("pageType") == "article", meta.model_dump()
     assert doc.links is None and doc.html is None
 
 
