@@ -11,7 +11,7 @@ when the page's own text has it there. Then `main` chooses, by the page type
 structural pass (`own_main`: the largest `<article>`/`<main>` holding most of the page,
 else the body, without navigation, headers, footers, sidebars, cookie banners, share bars
 and comment threads) gives way to that pass, as does a short page's flattened extraction
-(docs "Page types").
+(docs/page-reading.md, "Page types").
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ _SHORT_RESULT = 250  # trafilatura's `min_extracted_size`
 
 
 # Below this share of the structural pass's words, trafilatura's answer gives way to that
-# pass; per page type, chosen on WCXB's tuning half (README "Page types").
+# pass; per page type, chosen on WCXB's tuning half (docs/page-reading.md, "Page types").
 _EMPTY_SHARE = 0.4
 
 
@@ -92,7 +92,7 @@ def main(tree: Any, body: Any, base: str, kind: str, warnings: list[str]) -> Any
     A listing, a collection or a service page spreads its content over many blocks, and
     trafilatura, built for articles, often keeps one card or the hero alone: under a share
     of the words the structural pass (`own_main`) keeps, that fuller pass is the answer,
-    and for any page under `_EMPTY_SHARE` of them (README "Page types").
+    and for any page under `_EMPTY_SHARE` of them (docs/page-reading.md, "Page types").
     """
     fuller = own_main(copy.deepcopy(body))  # before trafilatura, which changes the tree
     whole = _words(fuller)
