@@ -11,6 +11,7 @@ from fetchkit import Listener, PageServer, hang, page
 from gatewaykit import Gateway, call, gateway
 
 from siftlib.config import FetchConfig
+from siftlib.fetch.pagetype import PAGE_TYPES
 
 TOKEN = "fetch-token-1"
 ARTICLE = (
@@ -63,8 +64,10 @@ def test_native_fetch_envelope(gw: Gateway, site: PageServer) -> None:
         "links",
         "truncated",
         "warnings",
+        "page_type",
         "timings",
     }
+    assert body["page_type"] in PAGE_TYPES  # a guess from the URL and markup (pagetype.py)
     assert body["url"] == body["final_url"] == site.url + "/a"
     assert (body["status"], body["content_type"]) == (200, "text/html")
     assert (body["title"], body["description"], body["language"]) == (
@@ -112,7 +115,9 @@ def test_scrape_without_options(gw: Gateway, site: PageServer) -> None:
         "proxyUsed": "basic",
         "cacheState": "miss",
         "scrapeId": metadata["scrapeId"],
+        "pageType": body["data"]["metadata"]["pageType"],
     }
+    assert metadata["pageType"] in PAGE_TYPES
     assert uuid.UUID(metadata["scrapeId"]).version == 4
     assert "warning" not in body
 
