@@ -185,7 +185,7 @@ def test_shedding_is_logged_once_per_interval_with_the_count(
         "shedding connections: 1 refused with 503 (table full, none idle) since the last "
         "report; max_connections=1, max_connections_per_client=64"
     ]
-    monkeypatch.setattr("siftlib.gateway.server.SHED_LOG_INTERVAL", 0.0)
+    monkeypatch.setattr("siftlib.gateway.connections.SHED_LOG_INTERVAL", 0.0)
     assert call(shedding.url, "GET", "/healthz").status == 503
     warnings = [r.getMessage() for r in caplog.records if "shedding" in r.getMessage()]
     assert warnings[1].startswith("shedding connections: 5 refused with 503 ")

@@ -1,0 +1,160 @@
+"""What each route does, in one table, and what each error becomes, in another.
+
+    routes.serve(handler, "POST", started)          # answers the request, or raises
+    handler.reject(routes.rejection(exc, route=r))  # any error as its status and sentence
+
+A route's methods are the contract's (`api.ROUTES`); `ENDPOINTS` names the function serving
+it and whether it needs a caller token (only `/healthz` does not). Errors map to statuses in
+`rejection`, the same for both dialects: `api.error_payload` shapes the body (Firecrawl's
+`success: false` on `/v2/` paths). The fetch routes answer their own failures (`scrape.failure`),
+since a refused or failed page is an answer with a body of its own (fetch.md §4.2).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import TYPE_CHECKING, NamedTuple
+
+from siftlib.errors import Blocked, FetchFailed, NoResultsError, QueryError
+from siftlib.gateway import api, prometheus, wire
+from siftlib.gateway.api import Rejected
+from siftlib.metrics import visible_to
+
+if TYPE_CHECKING:
+    from siftlib.gateway.handler import Handler
+
+log = logging.getLogger("sift.http")
+
+
+def healthz(handler: Handler, caller: str, started: float) -> None:
+    """`GET /healthz`: the degraded list, each source's record, the store and the browser."""
+    server = handler.server
+    checkup = server.searcher.checkup()
+    renderer = server.fetcher.renderer if server.fetcher is not None else None
+    answer = api.health_answer(
+        checkup.degraded,
+        sources=checkup.sources,
+        store=server.searcher.config.store_kind,
+        browser=None if renderer is None else renderer.health(),
+    )
+    handler.send_json(HTTPStatus.OK, answer)
+
+
+def metrics(handler: Handler, caller: str, started: float) -> None:
+    """`GET /metrics`: JSON, or Prometheus text when asked; only what the caller may see."""
+    server = handler.server
+    snapshot = server.searcher.metrics_snapshot()
+    answer = visible_to(snapshot, viewer=caller, restricted=server.restricted)
+    query = handler.path.partition("?")[2]
+    if not prometheus.wants_prometheus(handler.field("accept"), query):
+        handler.send_json(HTTPStatus.OK, answer)
+        return
+    text = prometheus.render(answer, server.searcher.metrics.histograms())
+    handler.send(HTTPStatus.OK, text.encode(), prometheus.CONTENT_TYPE)
+
+
+def native_search(handler: Handler, caller: str, started: float) -> None:
+    """`POST /v1/search`: the native envelope (search.md §3.1)."""
+    body = handler.read_body()
+    request = api.native_request(body, caller=caller, default_k=handler.server.default_k)
+    data = api.native_body(handler.run_search(request, started))
+    handler.send(HTTPStatus.OK, data, "application/json")
+
+
+def firecrawl_search(handler: Handler, caller: str, started: float) -> None:
+    """`POST /v2/search`: Firecrawl's web hits."""
+    request = api.firecrawl_request(handler.read_body(), caller=caller)
+    data = api.firecrawl_body(handler.run_search(request, started))
+    handler.send(HTTPStatus.OK, data, "application/json")
+
+
+def fetch(handler: Handler, caller: str, started: float) -> None:
+    """`POST /v1/fetch` and `POST /v2/scrape`: a refused or failed fetch is an answer too."""
+    from siftlib.gateway import scrape
+
+    body = handler.read_body()
+    firecrawl = handler.route == "/v2/scrape"
+    try:
+        if firecrawl:
+            fetcher = handler.server.fetcher
+            browser = fetcher is not None and fetcher.renderer is not None
+            asked = scrape.firecrawl_request(body, caller=caller, browser=browser)
+            request = asked.fetch
+        else:
+            request = scrape.native_request(body, caller=caller)
+        result = handler.run_fetch(request, started)
+    except (Blocked, FetchFailed, QueryError) as exc:
+        status, payload = scrape.failure(exc, firecrawl=firecrawl)
+        handler.send_json(HTTPStatus(status), payload)
+        return
+    answer = scrape.firecrawl_answer(result, asked) if firecrawl else result.to_native()
+    handler.send_json(HTTPStatus.OK, answer)
+
+
+class Endpoint(NamedTuple):
+    """The function serving a route, and whether it needs a caller token."""
+
+    serve: Callable[[Handler, str, float], None]
+    needs_token: bool = True
+
+
+ENDPOINTS = {
+    "/v1/search": Endpoint(native_search),
+    "/v2/search": Endpoint(firecrawl_search),
+    "/v1/fetch": Endpoint(fetch),
+    "/v2/scrape": Endpoint(fetch),
+    "/healthz": Endpoint(healthz, needs_token=False),
+    "/metrics": Endpoint(metrics),
+}
+assert ENDPOINTS.keys() == api.ROUTES.keys(), "every route of the contract has an endpoint"
+
+
+def serve(handler: Handler, method: str, started: float) -> None:
+    """Route before auth (an unknown path is a 404, a wrong method a 405), then answer."""
+    route = handler.route
+    allowed = api.ROUTES.get(route)
+    if allowed is None:
+        raise Rejected(HTTPStatus.NOT_FOUND, "not found")
+    if method not in allowed:
+        raise Rejected(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
+    server = handler.server
+    if server.open_mode:
+        handler.check_local_origin(method)
+    endpoint = ENDPOINTS[route]
+    caller = "local"
+    if endpoint.needs_token:
+        found = server.authenticate(handler.field("authorization"))
+        if found is None:
+            raise Rejected(HTTPStatus.UNAUTHORIZED, "missing or invalid bearer token")
+        caller = found
+        handler.restricted_caller = caller in server.restricted
+    endpoint.serve(handler, caller, started)
+
+
+def late_answer(route: str) -> tuple[HTTPStatus, dict[str, object]]:
+    """Return what a request past its deadline answers: a search 503, a fetch 408 `deadline`."""
+    if route in api.FETCH_ROUTES:
+        from siftlib.gateway.scrape import failure
+
+        code, payload = failure(FetchFailed("deadline"), firecrawl=route == "/v2/scrape")
+        return HTTPStatus(code), payload
+    rejected = Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded")
+    return rejected.status, api.error_payload(rejected, route=route)
+
+
+def rejection(exc: Exception, *, route: str) -> Rejected:
+    """Return the error answer of an exception: its status, label and sentence."""
+    if isinstance(exc, Rejected):
+        return exc
+    if isinstance(exc, wire.BadHead):
+        return Rejected(exc.status, exc.error, exc.details)
+    if isinstance(exc, QueryError):
+        return Rejected(HTTPStatus.BAD_REQUEST, "invalid query", api.why(exc))
+    if isinstance(exc, NoResultsError):
+        status = HTTPStatus.UNPROCESSABLE_ENTITY
+        return Rejected(status, "no search results", api.why(exc), warnings=exc.warnings)
+    # Anything else is ours: logged by type only (its text may carry an upstream's words).
+    log.error("internal error on %s: %s", route, type(exc).__name__)
+    return Rejected(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error")
