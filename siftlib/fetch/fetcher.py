@@ -259,7 +259,7 @@ def convert_page(body: bytes, shape: _Shape) -> _Converted:
 
     warnings = []
     main_content = shape.main_content
-    html_page = shape.media_type in ("text/html", "application/xhtml+xml")
+    html_page = shape.media_type in HTML_TYPES
     if main_content and html_page and len(body) > MAIN_CONTENT_MAX_BYTES:
         main_content = False
         warnings.append(
