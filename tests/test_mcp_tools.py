@@ -18,7 +18,8 @@ from werkzeug import Request, Response
 import siftlib.skills.keyword
 from siftlib.config import FetchConfig
 from siftlib.mcp.protocol import ArgumentError, Tool, ToolResult
-from siftlib.mcp.tools import SkillsPlace, Toolbox, Where, check_arguments
+from siftlib.mcp.schemas import check_arguments
+from siftlib.mcp.tools import SkillsPlace, Toolbox, Where
 from siftlib.skills.relevance import RelevanceIndex
 
 CATALOG = Path(__file__).resolve().parents[1] / "testdata" / "skills" / "catalog"

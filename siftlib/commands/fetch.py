@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from siftlib.commands import for_terminal
 from siftlib.errors import (
@@ -22,6 +22,9 @@ from siftlib.errors import (
     QueryError,
     UnreachableError,
 )
+
+if TYPE_CHECKING:
+    from siftlib.fetch.fetcher import FetchResult
 
 # `siftlib.gateway.scrape.NATIVE_FORMATS`, spelled out so that building the parser imports no httpx
 # (a test keeps the two equal).
@@ -58,25 +61,26 @@ def run(args: argparse.Namespace) -> int:
     from siftlib.lazylog import configure_cli
 
     configure_cli()
-    from siftlib.config import load_client_config
+    from siftlib.backend import open_backend
+    from siftlib.fetch.fetcher import FetchRequest
 
     if args.max_chars is not None and args.max_chars < 1:
         return _fail(args, QueryError("--max-chars must be a positive number"), 2)
     if args.max_age is not None and not args.max_age >= 0:
         return _fail(args, QueryError("--max-age must be a number of seconds, at least 0"), 2)
-    body: dict[str, Any] = {"url": args.url, "format": args.format, "main_content": not args.full}
-    if args.max_chars is not None:
-        body["max_chars"] = args.max_chars
-    if args.max_age is not None:
-        body["max_age"] = args.max_age
+    request = FetchRequest(
+        url=args.url,
+        format=args.format,
+        main_content=not args.full,
+        max_chars=args.max_chars,
+        max_age=args.max_age,
+    )
     try:
-        client = None if args.local else load_client_config(args.server)
-        if client is not None:
-            from siftlib.gateway.client import fetch_remote
-
-            envelope = fetch_remote(client.url, client.token, body, timeout=75.0)
-        else:
-            envelope = _fetch_local(args)
+        backend = open_backend(config=args.config, server=args.server, local=args.local)
+        try:
+            page = backend.fetch(request)
+        finally:
+            backend.close()
     except (ConfigError, QueryError) as exc:
         return _fail(args, exc, 2)
     except FetchFailed as exc:
@@ -87,46 +91,21 @@ def run(args: argparse.Namespace) -> int:
         return _fail(args, exc, 4)
     except UnreachableError as exc:
         return _fail(args, exc, 5)
-    _print(envelope, as_json=args.json)
+    _print(page, as_json=args.json)
     return 0
 
 
-def _fetch_local(args: argparse.Namespace) -> dict[str, Any]:
-    from siftlib.config import load_config, load_secrets
-    from siftlib.fetch.cache import open_fetch_cache
-    from siftlib.fetch.fetcher import Fetcher, FetchRequest
+def _print(page: FetchResult, *, as_json: bool) -> None:
+    from siftlib.render import terminal_page
 
-    config = load_config(args.config)
-    if not config.fetch.enabled:
-        raise ConfigError(f"fetch is disabled: set fetch.enabled = true in {config.path}")
-    request = FetchRequest(
-        url=args.url,
-        format=args.format,
-        main_content=not args.full,
-        max_chars=args.max_chars,
-        max_age=args.max_age,
-    )
-    secrets = load_secrets(config.secret_env, expected=config.secret_env_configured)
-    cache = open_fetch_cache(config, secrets)
-    try:
-        with Fetcher(config.fetch, cache=cache) as fetcher:
-            return fetcher.fetch(request).to_native()
-    finally:
-        if cache is not None:
-            cache.close()
-
-
-def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
-    status = envelope.get("status")
-    if isinstance(status, int) and not 200 <= status < 300:
-        print(f"sift fetch: the page answered {status}", file=sys.stderr)
+    if not 200 <= page.status < 300:
+        print(f"sift fetch: the page answered {page.status}", file=sys.stderr)
     if as_json:
-        print(json.dumps(envelope, ensure_ascii=False))
+        print(json.dumps(page.to_native(), ensure_ascii=False))
         return
-    for warning in envelope.get("warnings", []):
+    for warning in page.warnings:
         print(f"sift: warning: {warning}", file=sys.stderr)
-    content = for_terminal(str(envelope.get("content", "")), sys.stdout)
-    sys.stdout.write(content if content.endswith("\n") or not content else content + "\n")
+    sys.stdout.write(terminal_page(for_terminal(page.content, sys.stdout)))
 
 
 def _fail(args: argparse.Namespace, exc: Exception, code: int) -> int:

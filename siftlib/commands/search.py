@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from siftlib.commands import fail, for_terminal
 from siftlib.errors import AuthError, ConfigError, NoResultsError, QueryError, UnreachableError
 
-ENABLE_KEYS = "search.searxng.enabled, search.brave_llm.enabled or search.tavily.enabled"
+if TYPE_CHECKING:
+    from siftlib.search.pipeline import SearchResponse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,17 +45,21 @@ def run(args: argparse.Namespace) -> int:
     from siftlib.lazylog import configure_cli_later
 
     configure_cli_later("sift.source")  # that logger's warnings are printed below
-    from siftlib.config import load_client_config
+    from siftlib.backend import open_backend
+    from siftlib.search.pipeline import SearchRequest
 
     query = " ".join(args.query)
     try:
-        client = None if args.local else load_client_config(args.server)
-        if client is not None:
-            from siftlib.gateway.client import search_remote
-
-            envelope = search_remote(client.url, client.token, query, k=args.k, timeout=30.0)
-        else:
-            envelope = _search_local(args, query)
+        backend = open_backend(
+            config=args.config,
+            server=args.server,
+            local=args.local,
+            allow_private_upstreams=args.allow_private_upstreams,
+        )
+        try:
+            response = backend.search(SearchRequest(query=query, k=args.k))
+        finally:
+            backend.close()
     except (ConfigError, QueryError) as exc:
         return _fail(args, exc, 2)
     except NoResultsError as exc:
@@ -65,41 +70,22 @@ def run(args: argparse.Namespace) -> int:
         return _fail(args, exc, 3)
     except UnreachableError as exc:
         return _fail(args, exc, 5)
-    _print(envelope, as_json=args.json)
+    _print(response, as_json=args.json)
     return 0
 
 
-def _search_local(args: argparse.Namespace, query: str) -> dict[str, Any]:
-    from siftlib.config import load_config
-    from siftlib.search.pipeline import SearchRequest, open_searcher
+def _print(response: SearchResponse, *, as_json: bool) -> None:
+    from siftlib.render import terminal_hits
 
-    config = load_config(args.config)
-    if not config.enabled_sources:
-        raise ConfigError(
-            f"no search source is enabled: set {ENABLE_KEYS} to true in {config.path}"
-        )
-    with open_searcher(config, allow_private_upstreams=args.allow_private_upstreams) as searcher:
-        return searcher.search(SearchRequest(query=query, k=args.k)).to_native()
-
-
-def _print(envelope: dict[str, Any], *, as_json: bool) -> None:
-    for warning in envelope.get("warnings", []):
+    for warning in response.warnings:
         print(f"sift: warning: {warning}", file=sys.stderr)
     if as_json:
-        print(json.dumps(envelope, ensure_ascii=False))
+        print(json.dumps(response.to_native(), ensure_ascii=False))
         return
-    results = envelope.get("results", [])
-    if not results:
+    if not response.results:
         print("no results", file=sys.stderr)
-    blocks = []
-    for hit in results:
-        title, url, snippet = (
-            " ".join(str(hit.get(field, "")).split()) for field in ("title", "url", "snippet")
-        )
-        # An empty snippet leaves no empty line: a blank line is what separates hits.
-        blocks.append("\n".join([title, url, snippet] if snippet else [title, url]))
-    if blocks:
-        print(for_terminal("\n\n".join(blocks), sys.stdout))
+        return
+    print(for_terminal(terminal_hits(response.results), sys.stdout))
 
 
 def _fail(args: argparse.Namespace, exc: Exception, code: int) -> int:

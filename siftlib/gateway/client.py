@@ -8,12 +8,14 @@ Each way a call can fail becomes one library error, which the CLI maps to an exi
 including a 5xx or a 404 — `UnreachableError` (5), so an agent falls back to its own web
 search; 400/413 `QueryError` (2); 422 `NoResultsError` (1). Error sentences name the server
 URL but never the token. Proxies and netrc from the environment are ignored: the server is
-named explicitly.
+named explicitly. `search_response` and `fetch_result` read an envelope back into the typed
+answer the in-process pipeline gives (`siftlib.backend.GatewayBackend`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from siftlib.errors import (
     AuthError,
@@ -24,6 +26,10 @@ from siftlib.errors import (
     UnreachableError,
     UnsupportedContent,
 )
+
+if TYPE_CHECKING:
+    from siftlib.fetch.fetcher import FetchResult
+    from siftlib.search.pipeline import SearchResponse
 
 
 def search_remote(
@@ -138,3 +144,89 @@ def fetch_remote(
     if status in (408, 500) and code in ("deadline", "fetch failed"):
         raise FetchFailed(error.removeprefix("fetch failed: ") or "failed", error or None)
     raise UnreachableError(f"the sift server at {url} answered {status}")
+
+
+def search_response(envelope: Mapping[str, Any]) -> SearchResponse:
+    """Return a native search envelope read back into the pipeline's typed answer."""
+    from siftlib.search.hits import Hit
+    from siftlib.search.pipeline import SearchResponse
+    from siftlib.search.sources import QueryNotes
+
+    sizes = _mapping(envelope.get("sizes"))
+    timings = _mapping(envelope.get("timings"))
+    hits = [
+        Hit(
+            url=str(hit.get("url", "")),
+            title=str(hit.get("title", "")),
+            snippet=str(hit.get("snippet", "")),
+            score=_number(hit.get("score")),
+            source=str(hit.get("source", "")),
+            published=_text(hit.get("published")),
+            engines=_count(hit.get("engines")),
+        )
+        for hit in envelope.get("results", [])
+        if isinstance(hit, dict)
+    ]
+    notes = (_texts(envelope.get(name)) for name in ("answers", "suggestions", "corrections"))
+    return SearchResponse(
+        results=hits,
+        warnings=list(_texts(envelope.get("warnings"))),
+        sources_ok=list(_texts(sizes.get("sources_ok"))),
+        sources_failed=list(_texts(sizes.get("sources_failed"))),
+        search_ms=_count(timings.get("search_ms")),
+        rerank_ms=_count(timings.get("rerank_ms")),
+        cached=envelope.get("cached") is True,
+        notes=QueryNotes(*notes),
+    )
+
+
+def fetch_result(envelope: Mapping[str, Any]) -> FetchResult:
+    """Return a native fetch envelope read back into the fetcher's typed answer."""
+    from siftlib.fetch.fetcher import FetchResult
+
+    timings = _mapping(envelope.get("timings"))
+    media_type = str(envelope.get("content_type", ""))
+    url = str(envelope.get("url", ""))
+    return FetchResult(
+        url=url,
+        final_url=str(envelope.get("final_url", url)),
+        status=_count(envelope.get("status")),
+        content_type=media_type,
+        media_type=media_type,
+        title=str(envelope.get("title", "")),
+        description=str(envelope.get("description", "")),
+        language=str(envelope.get("language", "")),
+        content=str(envelope.get("content", "")),
+        links=list(_texts(envelope.get("links"))),
+        truncated=envelope.get("truncated") is True,
+        warnings=list(_texts(envelope.get("warnings"))),
+        fetch_ms=_count(timings.get("fetch_ms")),
+        convert_ms=_count(timings.get("convert_ms")),
+        bytes=0,  # not in the envelope
+        render_ms=_count(timings["render_ms"]) if "render_ms" in timings else None,
+        author=str(envelope.get("author", "")),
+        num_pages=_count(envelope["num_pages"]) if "num_pages" in envelope else None,
+        cached_at=0.0 if envelope.get("cached") is True else None,  # when is not in the envelope
+        page_type=str(envelope.get("page_type", "")),
+    )
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _texts(value: object) -> tuple[str, ...]:
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _number(value: object) -> float:
+    """Return a score as sent (an int stays an int, so it prints back the same), else 0."""
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
