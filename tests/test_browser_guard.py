@@ -200,3 +200,20 @@ def test_only_the_browser_may_use_its_proxy(site: PageServer) -> None:
     browser.wait()
     assert "/proxied" not in site.paths()
     assert proxy.strangers == 1
+
+
+def test_the_browser_tree_is_found_with_or_without_the_kernels_children_files() -> None:
+    import os
+    import subprocess
+
+    from siftlib.fetch.browser import proxy
+
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        me = os.getpid()
+        assert child.pid in proxy._children(me)
+        assert child.pid in proxy._by_parent()(me)
+        assert child.pid in set(proxy.tree(me))
+    finally:
+        child.kill()
+        child.wait()

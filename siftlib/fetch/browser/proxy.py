@@ -400,7 +400,9 @@ def _socket_inode(peer_port: int, our_port: int) -> str | None:
 
 
 def tree(root: int) -> Iterator[int]:
-    """Yield `root` and every descendant, from `/proc/PID/task/TID/children`."""
+    """Yield `root` and every descendant: from `/proc/PID/task/TID/children` where the kernel
+    has it, else from every process's parent in `/proc/PID/stat`."""
+    children = _children if os.path.exists(f"/proc/{root}/task/{root}/children") else _by_parent()
     seen: set[int] = set()
     todo = [root]
     while todo:
@@ -409,7 +411,24 @@ def tree(root: int) -> Iterator[int]:
             continue
         seen.add(pid)
         yield pid
-        with contextlib.suppress(OSError):
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as f:
-                    todo.extend(int(child) for child in f.read().split())
+        todo.extend(children(pid))
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.extend(int(child) for child in f.read().split())
+    return found
+
+
+def _by_parent() -> Callable[[int], list[int]]:
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                parents.setdefault(parent, []).append(int(entry))
+    return lambda pid: parents.get(pid, [])
