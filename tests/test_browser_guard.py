@@ -217,3 +217,22 @@ def test_the_browser_tree_is_found_with_or_without_the_kernels_children_files() 
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_plain_answer_tells_the_browser_to_close_the_connection(site: PageServer) -> None:
+    """The next request on that connection could aim elsewhere: it must come on a new one."""
+    import socket
+    import time
+
+    site.routes["/kept"] = page(b"<p>kept alive</p>", headers={"Connection": "keep-alive"})
+    proxy = RenderProxy(
+        Guard([site.allow]), deadline=time.monotonic() + 5, max_bytes=1 << 20, owner=None
+    )
+    with proxy, socket.create_connection(("127.0.0.1", proxy.port), timeout=5) as sock:
+        sock.sendall(f"GET {site.url}/kept HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        answer = b""
+        while b"kept alive" not in answer:
+            answer += sock.recv(4096)
+    head = answer.split(b"\r\n\r\n", 1)[0].lower()
+    assert b"connection: close" in head.split(b"\r\n")
+    assert b"keep-alive" not in head

@@ -49,6 +49,7 @@ _MAX_OPEN = 64
 _MAX_CONNECTIONS = 2000
 _CHUNK = 64 * 1024
 _POLL = 0.25
+_REUSE = frozenset((b"connection", b"proxy-connection", b"keep-alive"))
 _HOP_HEADERS = frozenset(
     (b"connection", b"proxy-connection", b"proxy-authorization", b"keep-alive", b"te", b"trailer")
 )
@@ -181,7 +182,7 @@ class RenderProxy:
             else:
                 upstream = self._open_plain(conn, target)
                 if upstream is not None:
-                    self._relay(conn, upstream, _origin_form(head, target) + rest)
+                    self._relay(conn, upstream, _origin_form(head, target) + rest, last=True)
         except OSError:
             pass
         finally:
@@ -270,8 +271,15 @@ class RenderProxy:
         if self._on_refusal is not None:
             self._on_refusal(refusal)
 
-    def _relay(self, conn: socket.socket, upstream: socket.socket, first: bytes) -> None:
-        """Move bytes both ways until one side ends, the cap is passed or the render ends."""
+    def _relay(
+        self, conn: socket.socket, upstream: socket.socket, first: bytes, *, last: bool = False
+    ) -> None:
+        """Move bytes both ways until one side ends, the cap is passed or the render ends.
+
+        `last`: the connection carries this one plain request, so the answer's head tells the
+        browser `Connection: close` — else it could send its next request, for another host,
+        down a connection that is dialled to this one.
+        """
         for sock in (conn, upstream):
             sock.settimeout(max(self._left(), 0.01))  # a send stuck on a full peer ends too
         if first and not self._count(len(first)):
@@ -279,6 +287,7 @@ class RenderProxy:
         if first:
             upstream.sendall(first)
         pair = {conn: upstream, upstream: conn}
+        answer = b"" if last else None  # the answer's head, while it is still arriving
         while not self._closed.is_set():
             left = self._left()
             if left <= 0:
@@ -288,6 +297,13 @@ class RenderProxy:
                 data = sock.recv(_CHUNK)
                 if not data or not self._count(len(data)):
                     return
+                if sock is upstream and answer is not None:
+                    answer += data
+                    if b"\r\n\r\n" not in answer:
+                        if len(answer) > _MAX_HEAD:
+                            return
+                        continue
+                    data, answer = _closing(answer), None
                 pair[sock].sendall(data)
 
     def _count(self, size: int) -> bool:
@@ -358,6 +374,18 @@ def _origin_form(head: bytes, url: str) -> bytes:
     connection = b"Connection: Upgrade" if upgrade else b"Connection: close"
     start = b" ".join((method, path.encode("latin-1"), version))
     return b"\r\n".join((start, *kept, connection)) + b"\r\n\r\n"
+
+
+def _closing(answer: bytes) -> bytes:
+    """Return an answer whose head says `Connection: close` (an upgrade is left as it is)."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    if b" 101 " in lines[0] + b" ":
+        return answer
+    kept = [
+        line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS
+    ]
+    return b"\r\n".join((lines[0], *kept, b"Connection: close")) + b"\r\n\r\n" + body
 
 
 def _answer(status: int, sentence: str) -> bytes:
