@@ -2,7 +2,9 @@
 
     SiftError
      ├── ConfigError       a config, client or secret file is invalid
-     ├── QueryError        the caller's query or parameters are invalid
+     ├── QueryError        the caller's query or parameters are invalid (`code`)
+     │    ├── InvalidURL      a URL to fetch is not an absolute http(s) URL
+     │    └── InvalidRequest  a field of a fetch request has the wrong type or value
      ├── NoResultsError    no source could answer (nothing enabled, or every one failed)
      ├── AuthError         the sift server refused our token (client mode)
      ├── UnreachableError  the sift server could not be reached (client mode)
@@ -36,7 +38,21 @@ class ConfigError(SiftError):
 
 
 class QueryError(SiftError):
-    """The query or its parameters are invalid."""
+    """The query or its parameters are invalid; `code` is the label an error answer carries."""
+
+    code = "invalid query"
+
+
+class InvalidURL(QueryError):
+    """A URL to fetch is not one sift can read: empty, relative, not http(s), a bad port."""
+
+    code = "invalid url"
+
+
+class InvalidRequest(QueryError):
+    """A field of a fetch request has the wrong type or value."""
+
+    code = "invalid request"
 
 
 class NoResultsError(SiftError):

@@ -24,7 +24,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from siftlib.errors import QueryError
+from siftlib.errors import InvalidRequest
 
 __all__ = ["check", "keep_and_drop"]
 
@@ -33,15 +33,15 @@ _MAX_LENGTH = 512
 
 
 def check(value: Any, *, field: str) -> tuple[str, ...]:
-    """Return a request's selector list, or raise `QueryError` naming the bad selector."""
+    """Return a request's selector list, or raise `InvalidRequest` naming the bad selector."""
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise QueryError(f"invalid request: {field} must be a list of CSS selectors")
+        raise InvalidRequest(f"invalid request: {field} must be a list of CSS selectors")
     if not value:
         return ()
     if len(value) > _MAX_SELECTORS:
-        raise QueryError(f"invalid request: {field} holds more than {_MAX_SELECTORS} selectors")
+        raise InvalidRequest(f"invalid request: {field} holds more than {_MAX_SELECTORS} selectors")
     from cssselect import SelectorError  # ExpressionError (`:hover`, …) is one too
 
     for selector in value:
@@ -50,7 +50,7 @@ def check(value: Any, *, field: str) -> tuple[str, ...]:
                 raise SelectorError
             _xpath(selector.strip())
         except SelectorError:
-            raise QueryError(
+            raise InvalidRequest(
                 f"invalid request: {field} has an invalid selector {selector!r}"
             ) from None
     return tuple(selector.strip() for selector in value)

@@ -30,7 +30,7 @@ A refusal is a `Blocked(rule, sentence)`: `rule` is a short label for `/metrics`
 kind such as `loopback`), the sentence names what was refused and why
 (`blocked: 127.0.0.1 is a loopback address`), a loopback one with the pinhole that opens
 it. A name that does not resolve is a
-`FetchFailed("dns")`, an unparsable URL a `QueryError` (`invalid url: …`).
+`FetchFailed("dns")`, an unparsable URL an `InvalidURL` (`invalid url: …`).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from urllib.parse import SplitResult, urlsplit
 
 import httpx
 
-from siftlib.errors import Blocked, FetchFailed, QueryError
+from siftlib.errors import Blocked, FetchFailed, InvalidURL
 from siftlib.fetch.pinholes import Pinhole, ip_literal, parse_pinhole
 from siftlib.net.dial import Resolver, address_kind, describe_kind, resolve
 
@@ -109,7 +109,7 @@ class Guard:
             try:
                 host = socket.inet_ntoa(socket.inet_aton(host))
             except OSError:
-                raise QueryError(f"invalid url: {host!r} is not an IPv4 address") from None
+                raise InvalidURL(f"invalid url: {host!r} is not an IPv4 address") from None
         target = _rebuild(parts, scheme, host, port)
         literal = ip_literal(host)
         if literal is None:  # the name as it is looked up: IDNA-encoded by httpx
@@ -174,14 +174,14 @@ def _split(url: str) -> SplitResult:
     if len(url.encode("utf-8", "surrogatepass")) > MAX_URL_BYTES:
         raise Blocked("url-length", "blocked: the URL is longer than 8 KiB")
     if any(ch in url for ch in "\r\n\t\0") or not url.strip():
-        raise QueryError("invalid url: it is empty or holds control characters")
+        raise InvalidURL("invalid url: it is empty or holds control characters")
     try:
         parts = urlsplit(url.strip())
     except ValueError as exc:
-        raise QueryError(f"invalid url: {exc}") from None
+        raise InvalidURL(f"invalid url: {exc}") from None
     scheme = parts.scheme.lower()
     if not scheme or (scheme in _DEFAULT_PORTS and not parts.netloc and "//" not in url):
-        raise QueryError("invalid url: an absolute http:// or https:// URL is required")
+        raise InvalidURL("invalid url: an absolute http:// or https:// URL is required")
     if scheme not in _DEFAULT_PORTS:
         raise Blocked("scheme", f"blocked: the {scheme}: scheme is not allowed (http or https)")
     if "@" in parts.netloc:
@@ -195,7 +195,7 @@ def _port(parts: SplitResult, scheme: str) -> int:
     try:
         port = parts.port
     except ValueError:
-        raise QueryError("invalid url: the port is not a number from 1 to 65535") from None
+        raise InvalidURL("invalid url: the port is not a number from 1 to 65535") from None
     if port is None:
         return _DEFAULT_PORTS[scheme]
     if port == 0 or port in BAD_PORTS:
@@ -212,7 +212,7 @@ def _rebuild(parts: SplitResult, scheme: str, host: str, port: int) -> httpx.URL
     try:
         return httpx.URL(f"{scheme}://{netloc}{path}{query}")
     except httpx.InvalidURL as exc:
-        raise QueryError(f"invalid url: {exc}") from None
+        raise InvalidURL(f"invalid url: {exc}") from None
 
 
 def _check_name(host: str) -> None:

@@ -21,6 +21,8 @@ from siftlib.errors import (
     AuthError,
     Blocked,
     FetchFailed,
+    InvalidRequest,
+    InvalidURL,
     NoResultsError,
     QueryError,
     UnreachableError,
@@ -140,7 +142,11 @@ def fetch_remote(
     if status == 415:
         raise UnsupportedContent(error.removeprefix("unsupported content type: "))
     if status in (400, 413) and error:
-        raise QueryError(error)
+        kinds: dict[object, type[QueryError]] = {
+            InvalidURL.code: InvalidURL,
+            InvalidRequest.code: InvalidRequest,
+        }
+        raise kinds.get(code, QueryError)(error)  # the server's own sentence, its code kept
     if status in (408, 500) and code in ("deadline", "fetch failed"):
         raise FetchFailed(error.removeprefix("fetch failed: ") or "failed", error or None)
     raise UnreachableError(f"the sift server at {url} answered {status}")

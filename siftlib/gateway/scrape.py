@@ -45,6 +45,8 @@ from siftlib.errors import (
     Blocked,
     BlockedBySite,
     FetchFailed,
+    InvalidRequest,
+    InvalidURL,
     QueryError,
     UnreadableContent,
     UnsupportedContent,
@@ -76,6 +78,8 @@ FIRECRAWL_FORMATS = {
 class UnsupportedOption(QueryError):
     """The request asks for a Firecrawl feature sift does not offer."""
 
+    code = "unsupported option"
+
 
 @dataclass(frozen=True)
 class ScrapeRequest:
@@ -89,11 +93,11 @@ def native_request(body: Mapping[str, Any], *, caller: str) -> FetchRequest:
     """Decode a `/v1/fetch` body into a `FetchRequest`, or raise `QueryError`."""
     fmt = body.get("format", "markdown")
     if fmt not in NATIVE_FORMATS:
-        raise QueryError(f"invalid request: format must be one of {', '.join(NATIVE_FORMATS)}")
+        raise InvalidRequest(f"invalid request: format must be one of {', '.join(NATIVE_FORMATS)}")
     main = _optional(body, "main_content", bool, True)
     render = body.get("render")
     if render is not None and not isinstance(render, bool):
-        raise QueryError("invalid request: render must be true or false")
+        raise InvalidRequest("invalid request: render must be true or false")
     return FetchRequest(
         url=_url(body),
         format=fmt,
@@ -118,12 +122,12 @@ def firecrawl_request(
     if formats is None:
         formats = ["markdown"]
     if not isinstance(formats, list):
-        raise QueryError("invalid request: formats must be a list")
+        raise InvalidRequest("invalid request: formats must be a list")
     names: list[str] = []
     for item in formats:
         name = item.get("type") if isinstance(item, dict) else item
         if not isinstance(name, str):
-            raise QueryError('invalid request: each format is a string or {"type": …}')
+            raise InvalidRequest('invalid request: each format is a string or {"type": …}')
         if name not in FIRECRAWL_FORMATS and not (name == "screenshot" and browser):
             raise UnsupportedOption(f"unsupported option: {name}")
         names.append(name)
@@ -136,7 +140,7 @@ def firecrawl_request(
     timeout_ms = _positive(body, "timeout")
     wait_ms = body.get("waitFor") or 0
     if isinstance(wait_ms, bool) or not isinstance(wait_ms, int) or wait_ms < 0:
-        raise QueryError("invalid request: waitFor must be a number of milliseconds")
+        raise InvalidRequest("invalid request: waitFor must be a number of milliseconds")
     main = _optional(body, "onlyMainContent", bool, True)
     names = list(dict.fromkeys(names or ["markdown"]))
     texts = [name for name in names if name != "screenshot"] or ["markdown"]
@@ -171,7 +175,7 @@ def _max_age(body: Mapping[str, Any], key: str, per_second: int) -> float | None
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise QueryError(f"invalid request: {key} must be a number at least 0")
+        raise InvalidRequest(f"invalid request: {key} must be a number at least 0")
     return float(value) / per_second
 
 
@@ -180,7 +184,7 @@ def _parsers(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, list):
-        raise QueryError('invalid request: parsers must be a list such as ["pdf"]')
+        raise InvalidRequest('invalid request: parsers must be a list such as ["pdf"]')
     options: dict[str, Any] = {"pdf": False}
     for item in value:
         kind = item.get("type") if isinstance(item, dict) else item
@@ -190,7 +194,7 @@ def _parsers(value: Any) -> dict[str, Any]:
         pages = item.get("maxPages") if isinstance(item, dict) else None
         if pages is not None:
             if isinstance(pages, bool) or not isinstance(pages, int) or pages < 1:
-                raise QueryError("invalid request: parsers maxPages must be a positive integer")
+                raise InvalidRequest("invalid request: parsers maxPages must be a positive integer")
             options["pdf_max_pages"] = pages
     return options
 
@@ -244,11 +248,8 @@ def failure(exc: Exception, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
         status, code, error = 415, "unsupported content type", str(exc)
     elif isinstance(exc, Blocked):
         status, code, error = 400, "blocked", str(exc)
-    elif isinstance(exc, UnsupportedOption):
-        status, code, error = 400, "unsupported option", str(exc)
-    elif isinstance(exc, QueryError):
-        text = str(exc)
-        status, code, error = 400, text.split(":", 1)[0], text
+    elif isinstance(exc, QueryError):  # invalid query, url or request; unsupported option
+        status, code, error = 400, exc.code, str(exc)
     elif isinstance(exc, FetchFailed) and exc.kind == "deadline":
         status, code, error = 408, "deadline", "fetch failed: deadline"
     elif isinstance(exc, FetchFailed):
@@ -276,7 +277,7 @@ def _blocked_by_site(exc: BlockedBySite, *, firecrawl: bool) -> tuple[int, dict[
 def _url(body: Mapping[str, Any]) -> str:
     url = body.get("url")
     if not isinstance(url, str) or not url.strip():
-        raise QueryError("invalid url: url must be a non-empty string")
+        raise InvalidURL("invalid url: url must be a non-empty string")
     return url.strip()
 
 
@@ -285,7 +286,7 @@ def _optional(body: Mapping[str, Any], key: str, kind: type, default: Any) -> An
     if value is None:
         return default
     if not isinstance(value, kind):
-        raise QueryError(f"invalid request: {key} must be {kind.__name__}")
+        raise InvalidRequest(f"invalid request: {key} must be {kind.__name__}")
     return value
 
 
@@ -294,5 +295,5 @@ def _positive(body: Mapping[str, Any], key: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise QueryError(f"invalid request: {key} must be a positive integer")
+        raise InvalidRequest(f"invalid request: {key} must be a positive integer")
     return value
