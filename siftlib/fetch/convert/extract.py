@@ -7,7 +7,7 @@ Its XML tree is renamed to HTML tags in place and rendered as is; where it trimm
 space at the edge of a link or emphasis ("von<ref>Douglas</ref>"), the space is put back
 when the page's own text has it there. Then `main` chooses, by the page type
 (`siftlib.fetch.pagetype`): a forum thread whose extraction lost posts is read post by post
-(`siftlib.fetch.threads`); an extraction that keeps under a share of the words of the
+(`siftlib.fetch.threads`); an extraction that keeps under a share of the text of the
 structural pass (`own_main`: the largest `<article>`/`<main>` holding most of the page,
 else the body, without navigation, headers, footers, sidebars, cookie banners, share bars
 and comment threads) gives way to that pass, as does a short page's flattened extraction
@@ -62,28 +62,24 @@ _INLINE_PARENTS = frozenset(
 _SHORT_RESULT = 250  # trafilatura's `min_extracted_size`
 
 
-# Below this share of the structural pass's words, trafilatura's answer gives way to that
+# Below this share of the structural pass's text, trafilatura's answer gives way to that
 # pass; per page type, chosen on WCXB's tuning half (docs/page-reading.md, "Page types").
 _EMPTY_SHARE = 0.4
 
 
-# Under this share of a thread's words, trafilatura lost posts: the posts are the answer.
+# Under this share of a thread's text, trafilatura lost posts: the posts are the answer.
 _THREAD_SHARE = 0.75
 
 
-_SHORT_PAGE = 200  # words: on a page this short, a pass that drops its structure loses it all
+_SHORT_PAGE = 1000  # characters (about 200 words): a pass that drops such a page's structure
+# loses it all
 
 
 _FULLER_SHARE = {"forum": 0.1, "product": 0.5, "collection": 0.6, "listing": 0.6, "service": 0.6}
 
 
 _LAST_WORD = re.compile(r"\w+\Z")
-
-
 _FIRST_WORD = re.compile(r"\w+")
-
-
-_WORD = re.compile(r"\w+")
 
 
 def main(tree: Any, body: Any, base: str, kind: str, warnings: list[str]) -> Any:
@@ -91,18 +87,21 @@ def main(tree: Any, body: Any, base: str, kind: str, warnings: list[str]) -> Any
 
     A listing, a collection or a service page spreads its content over many blocks, and
     trafilatura, built for articles, often keeps one card or the hero alone: under a share
-    of the words the structural pass (`own_main`) keeps, that fuller pass is the answer,
+    of the text the structural pass (`own_main`) keeps, that fuller pass is the answer,
     and for any page under `_EMPTY_SHARE` of them (docs/page-reading.md, "Page types").
     """
-    fuller = own_main(copy.deepcopy(body))  # before trafilatura, which changes the tree
-    whole = _words(fuller)
+    spare = copy.deepcopy(body)  # before trafilatura, which changes the tree
     posts = thread(tree) if kind == "forum" else None
     extracted = _extracted(tree, base)
-    kept = _words(extracted)
-    lost = posts is not None and kept < _THREAD_SHARE * _words(posts)
+    kept = _size(extracted)
+    lost = posts is not None and kept < _THREAD_SHARE * _size(posts)
     if lost and missing_posts(posts, "" if extracted is None else text_of(extracted)):
-        extracted, kept = posts, _words(posts)
+        extracted, kept = posts, _size(posts)
     share = _FULLER_SHARE.get(kind, _EMPTY_SHARE)
+    if extracted is not None and kept > _SHORT_PAGE and kept >= share * _size(spare):
+        return extracted  # the fuller pass, at most the whole page, could not win: skip it
+    fuller = own_main(spare)
+    whole = _size(fuller)
     flattened = kept <= whole <= _SHORT_PAGE and _structure(fuller) > 2 * _structure(extracted)
     if extracted is not None and kept >= share * whole and not flattened:
         return extracted
@@ -110,7 +109,7 @@ def main(tree: Any, body: Any, base: str, kind: str, warnings: list[str]) -> Any
         warnings.append("main content: the page has no text (a page built by script?)")
     elif kept < _EMPTY_SHARE * whole:
         warnings.append(
-            f"main content: the extractor kept {kept} of the page's {whole} words; "
+            f"main content: the extractor kept {kept} of the page's {whole} characters; "
             "this is the page without its navigation, header and footer"
         )
     return fuller
@@ -140,9 +139,9 @@ def _structure(part: Any) -> int:
     return sum(1 for _ in part.iter("h1", "h2", "h3", "h4", "h5", "h6", "li", "pre"))
 
 
-def _words(part: Any) -> int:
-    # Text pieces apart: `text_of` runs blocks together ("Nestedouter one").
-    return 0 if part is None else len(_WORD.findall(" ".join(part.itertext())))
+def _size(part: Any) -> int:
+    """Return a part's size in characters other than whitespace, however its blocks are spaced."""
+    return 0 if part is None else len("".join(text_of(part).split()))
 
 
 def _trafilatura_body(tree: Any, *, short_pages: bool) -> Any:
