@@ -24,7 +24,7 @@ import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from siftlib.config import Config, Secrets
@@ -95,10 +95,8 @@ def run(args: argparse.Namespace) -> int:
             (host, port),
             searcher,
             callers=callers,
-            restricted=config.permit_restricted,
-            default_k=config.k,
-            deadline=config.timeout + DEADLINE_MARGIN,
             fetcher=fetcher,
+            **request_limits(config),
         )
     except OSError as exc:
         if fetcher is not None:
@@ -209,10 +207,8 @@ class Reloader:
             replaced, replaced_fetcher = self.server.reload(
                 searcher,
                 callers=callers,
-                restricted=config.permit_restricted,
-                default_k=config.k,
-                deadline=config.timeout + DEADLINE_MARGIN,
                 fetcher=fetcher,
+                **request_limits(config),
             )
             self.config = config
             warn_if_no_source(config)
@@ -252,6 +248,15 @@ def _once(close: Callable[[], None]) -> Callable[[], None]:
                 close()
 
     return run
+
+
+def request_limits(config: Config) -> dict[str, Any]:
+    """Return what the gateway takes from the config per request, at start and on reload."""
+    return {
+        "restricted": config.permit_restricted,
+        "default_k": config.k,
+        "deadline": config.timeout + DEADLINE_MARGIN,
+    }
 
 
 def warn_if_no_source(config: Config) -> None:
