@@ -80,6 +80,9 @@ max_redirects = 5                  # 0-20
 user_agent = "sift/{version}"
 allow = []                         # exact "host:port" pinholes through the guard
 per_host = 4                       # concurrent fetches to one host
+pdf_max_pages = 200                # pages of a PDF read; past it a warning
+cache_max_age = "1h"               # fetch cache: default maxAge, longest life of an entry; "0s" off
+cache_max_bytes = "256MiB"         # fetch cache: stored answers; the oldest go first past it
 
 # `sift rerank-skills`: "local" (the default) ranks offline and can say that no skill fits;
 # "keyword" is the substring baseline (a project's .sift/config.toml may choose either).
