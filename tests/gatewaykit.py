@@ -215,6 +215,7 @@ def gateway(
     searcher_factory: Callable[[Searcher], Any] | None = None,
     fetch: FetchConfig | None = None,
     fetch_cache: Any = None,
+    fetch_pool: Any = None,
     **server_options: Any,
 ) -> Iterator[Gateway]:
     """Run a gateway on 127.0.0.1:<free port> over the given upstreams, then stop it."""
@@ -248,6 +249,7 @@ def gateway(
             metrics=searcher.metrics,
             restricted=config.permit_restricted,
             cache=fetch_cache,
+            pool=fetch_pool,
         )
     options.update(server_options)
     server = GatewayServer(

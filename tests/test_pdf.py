@@ -23,6 +23,7 @@ from pdfkit import Pdf, Text, paragraph
 from siftlib.cli import main
 from siftlib.config import FetchConfig
 from siftlib.fetch.pdf import read_pdf
+from siftlib.fetch.workers import WorkerPool
 
 TOKEN = "pdf-token"
 INTRO = (
@@ -192,6 +193,31 @@ def site() -> Iterator[PageServer]:
 
 
 @pytest.fixture
+def own_pool() -> Iterator[WorkerPool]:
+    """Conversion workers of this test's own: the ones it kills are not the suite's."""
+    with WorkerPool(2, preload=("siftlib.fetch.fetcher", "siftlib.fetch.pdf")) as pool:
+        pool.start()
+        pool.run(len, b"", deadline=time.monotonic() + 120)  # started: the PDFs are the test
+        yield pool
+
+
+@pytest.fixture
+def isolated(tmp_path: Path, site: PageServer, own_pool: WorkerPool) -> Iterator[Gateway]:
+    """The gateway of the kill tests, on workers of its own."""
+    fetch = FetchConfig(allow=(site.allow,), timeout=30.0, pdf_max_pages=5)
+    searxng = FakeUpstream(searxng_body(3))
+    with gateway(
+        tmp_path,
+        callers={"agent": TOKEN},
+        fetch=fetch,
+        searxng=searxng.url,
+        fetch_pool=own_pool,
+    ) as running:
+        yield running
+    searxng.close()
+
+
+@pytest.fixture
 def gw(tmp_path: Path, site: PageServer) -> Iterator[Gateway]:
     fetch = FetchConfig(allow=(site.allow,), timeout=30.0, pdf_max_pages=5)
     searxng = FakeUpstream(searxng_body(3))
@@ -346,52 +372,54 @@ def _others_answer(gw: Gateway, site: PageServer) -> None:
 
 
 def test_a_hung_parser_is_killed_at_the_deadline_while_others_are_answered(
-    gw: Gateway, site: PageServer
+    isolated: Gateway, site: PageServer
 ) -> None:
-    assert scrape(gw, {"url": site.url + "/report.pdf"})[0] == 200  # a worker has PDFium
+    assert scrape(isolated, {"url": site.url + "/report.pdf"})[0] == 200  # a worker has PDFium
     answers: list[tuple[int, dict[str, object]]] = []
     worker = threading.Thread(
-        target=lambda: answers.append(scrape(gw, {"url": site.url + "/slow.pdf", "timeout": 2500}))
+        target=lambda: answers.append(
+            scrape(isolated, {"url": site.url + "/slow.pdf", "timeout": 2500})
+        )
     )
     worker.start()
     busy = _busy_worker()
-    _others_answer(gw, site)
+    _others_answer(isolated, site)
     worker.join(timeout=20)
     assert answers and answers[0][0] == 408, answers
     assert answers[0][1]["code"] == "deadline"
     time.sleep(0.2)
     assert _gone(busy)  # killed at the deadline, not left running
-    _others_answer(gw, site)
+    _others_answer(isolated, site)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
 def test_a_crashed_parser_is_one_failed_fetch(
-    gw: Gateway, site: PageServer, sig: signal.Signals
+    isolated: Gateway, site: PageServer, sig: signal.Signals
 ) -> None:
-    assert scrape(gw, {"url": site.url + "/report.pdf"})[0] == 200  # a worker has PDFium
+    assert scrape(isolated, {"url": site.url + "/report.pdf"})[0] == 200  # a worker has PDFium
     answers: list[tuple[int, dict[str, object]]] = []
     worker = threading.Thread(
-        target=lambda: answers.append(scrape(gw, {"url": site.url + "/slow.pdf"}))
+        target=lambda: answers.append(scrape(isolated, {"url": site.url + "/slow.pdf"}))
     )
     worker.start()
     os.kill(_busy_worker(), sig)
     worker.join(timeout=20)
     assert answers and answers[0][0] == 415, answers
     assert answers[0][1]["error"] == "unsupported content: the PDF reader crashed on this file"
-    _others_answer(gw, site)
+    _others_answer(isolated, site)
 
 
 def test_a_parser_past_its_memory_limit_is_one_failed_fetch(
-    gw: Gateway, site: PageServer, monkeypatch: pytest.MonkeyPatch
+    isolated: Gateway, site: PageServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("siftlib.fetch.fetcher.PDF_MEMORY", 200 * 1024 * 1024)
-    status, body = scrape(gw, {"url": site.url + "/bomb.pdf"})
+    status, body = scrape(isolated, {"url": site.url + "/bomb.pdf"})
     assert status == 415, body
     assert body["error"] in (
         "unsupported content: the PDF reader passed its memory limit (209715200 bytes)",
         "unsupported content: the PDF reader crashed on this file",
     )
-    _others_answer(gw, site)
+    _others_answer(isolated, site)
 
 
 def test_cli_reads_a_pdf_and_exits_4_on_a_scan(
