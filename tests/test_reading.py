@@ -119,7 +119,7 @@ def test_a_bare_heading_on_a_short_page_is_kept() -> None:
     assert document.content.startswith("# Release notes\n")
 
 
-def test_an_extraction_that_keeps_a_small_share_falls_back_to_the_fuller_pass() -> None:
+def test_an_extraction_that_keeps_a_small_share_falls_back_and_warns() -> None:
     cards = "".join(
         f"<li class='tile'><a href='/courses/{n}'>Course {n}: evening class in room {n}</a></li>"
         for n in range(1, 31)
@@ -135,6 +135,11 @@ def test_an_extraction_that_keeps_a_small_share_falls_back_to_the_fuller_pass() 
     for n in (1, 15, 30):
         assert f"[Course {n}: evening class in room {n}]" in document.content
     assert "Home" not in document.content and "(c) School" not in document.content
+    # Not silent: under 0.4 of the page's text kept, the answer says it took the fuller pass.
+    assert document.warnings == [
+        "main content: the extractor kept 122 of the page's 974 characters; "
+        "this is the page without its navigation, header and footer"
+    ]
 
 
 def test_a_page_with_no_text_says_so() -> None:
