@@ -107,7 +107,7 @@ def test_a_page_that_never_yields_costs_one_render(
 
 
 def test_a_popup_storm_is_closed_and_the_page_still_reads(fetch: Fetcher, site: PageServer) -> None:
-    result = fetch.fetch(FetchRequest(url=site.url + "/popups", render=True, timeout=TIMEOUT))
+    result = fetch.fetch(FetchRequest(url=site.url + "/popups", render=True))
     assert "The hostile page has some text of its own." in result.content
     assert result.render_ms is not None
     renderer = fetch.renderer
