@@ -45,13 +45,17 @@ def write_config(tmp_path: Path, url: str) -> Path:
     return path
 
 
-def test_a_cache_hit_imports_no_http_client_and_a_miss_does(
-    tmp_path: Path, httpserver: HTTPServer
-) -> None:
+def serve_searxng(httpserver: HTTPServer) -> None:
     httpserver.expect_request("/search").respond_with_data(
         (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
         content_type="application/json",
     )
+
+
+def test_a_cache_hit_imports_no_http_client_and_a_miss_does(
+    tmp_path: Path, httpserver: HTTPServer
+) -> None:
+    serve_searxng(httpserver)
     config = write_config(tmp_path, httpserver.url_for("/").rstrip("/"))
     miss = search(config, "sqlite wal mode")
     assert miss.returncode == 0, miss.stderr
@@ -66,10 +70,7 @@ def test_a_cache_hit_imports_no_http_client_and_a_miss_does(
 def test_a_pinhole_in_the_config_costs_a_cache_hit_no_import(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
-    httpserver.expect_request("/search").respond_with_data(
-        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
-        content_type="application/json",
-    )
+    serve_searxng(httpserver)
     config = write_config(tmp_path, httpserver.url_for("/").rstrip("/"))
     config.write_text(config.read_text() + '[fetch]\nallow = ["127.0.0.1:8080", "[::1]:9"]\n')
     assert search(config, "sqlite wal mode").returncode == 0
@@ -82,10 +83,7 @@ def test_a_pinhole_in_the_config_costs_a_cache_hit_no_import(
 def test_a_cache_hit_with_the_config_in_the_user_config_dir_loads_none_either(
     httpserver: HTTPServer,
 ) -> None:
-    httpserver.expect_request("/search").respond_with_data(
-        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
-        content_type="application/json",
-    )
+    serve_searxng(httpserver)
     home = Path(os.environ["XDG_CONFIG_HOME"]) / "sift"  # a temp dir (conftest.py)
     home.mkdir(parents=True)
     url = httpserver.url_for("/").rstrip("/")

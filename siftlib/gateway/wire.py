@@ -229,7 +229,7 @@ def encode_json(
 
 def json_body(payload: object) -> bytes:
     """Return the JSON body of an answer, newline-terminated."""
-    return _JSON.encode(payload).encode() + b"\n"
+    return json_text(payload) + b"\n"
 
 
 def json_text(value: object) -> bytes:
