@@ -359,3 +359,25 @@ class Ledger:
                     return
         with self._lock:
             self._prober = None
+
+
+class LedgerCaps:
+    """The daily-cap half of the `Store` protocol, answered by a backend's `Ledger`."""
+
+    _ledger: Ledger
+
+    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
+        """Reserve credits of a paid source before calling it; None at the cap. Never raises."""
+        return self._ledger.reserve(source, day=day, cap=cap, credits=credits)
+
+    def settle(self, reservation: Reservation, *, actual: int) -> None:
+        """Replace a reservation by the credits the call actually cost. Never raises."""
+        self._ledger.settle(reservation, actual=actual)
+
+    def release(self, reservation: Reservation) -> None:
+        """Give back a reservation whose call never went out. Never raises."""
+        self._ledger.release(reservation)
+
+    def daily_credits(self, *, day: str) -> dict[str, int]:
+        """Return the credits spent (or reserved) per source on a UTC day. Never raises."""
+        return self._ledger.daily_credits(day=day)

@@ -74,8 +74,8 @@ from siftlib.config import SOURCE_ORDER
 from siftlib.errors import StoreError
 from siftlib.lazylog import LazyLogger
 from siftlib.search.hits import Hit
-from siftlib.store.base import Cached, Reservation, decode_hits, encode_hits, expiry
-from siftlib.store.ledger import Floor, Ledger, Slot, Unavailable
+from siftlib.store.base import Cached, decode_hits, encode_hits, expiry
+from siftlib.store.ledger import Floor, Ledger, LedgerCaps, Slot, Unavailable
 
 log = LazyLogger("sift")
 
@@ -167,7 +167,7 @@ class _Script:
             return self._client.eval(self._source, len(keys), *keys, *args)
 
 
-class RedisStore:
+class RedisStore(LedgerCaps):
     """The shared store: cache and daily caps on a Redis-protocol server, for a fleet."""
 
     def __init__(
@@ -246,22 +246,6 @@ class RedisStore:
         self._cache_call(put)
 
     # The daily caps.
-
-    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
-        """Reserve credits of a paid source before calling it; None at the cap. Never raises."""
-        return self._ledger.reserve(source, day=day, cap=cap, credits=credits)
-
-    def settle(self, reservation: Reservation, *, actual: int) -> None:
-        """Replace a reservation by the credits the call actually cost. Never raises."""
-        self._ledger.settle(reservation, actual=actual)
-
-    def release(self, reservation: Reservation) -> None:
-        """Give back a reservation whose call never went out. Never raises."""
-        self._ledger.release(reservation)
-
-    def daily_credits(self, *, day: str) -> dict[str, int]:
-        """Return the credits spent (or reserved) per source on a UTC day. Never raises."""
-        return self._ledger.daily_credits(day=day)
 
     def close(self) -> None:
         """Hand over what the ledger owes, then close the connections; later cache operations

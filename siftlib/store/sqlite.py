@@ -53,8 +53,8 @@ from typing import TypeVar
 from siftlib.errors import StoreError
 from siftlib.lazylog import LazyLogger
 from siftlib.search.hits import Hit
-from siftlib.store.base import Cached, Reservation, decode_hits, encode_hits, expiry
-from siftlib.store.ledger import Floor, Ledger, Slot, Unavailable
+from siftlib.store.base import Cached, decode_hits, encode_hits, expiry
+from siftlib.store.ledger import Floor, Ledger, LedgerCaps, Slot, Unavailable
 
 log = LazyLogger("sift")
 
@@ -85,7 +85,7 @@ RETURNING used
 """
 
 
-class SQLiteStore:
+class SQLiteStore(LedgerCaps):
     """The embedded store: one SQLite file shared by every sift process on the host."""
 
     def __init__(self, path: Path, conn: sqlite3.Connection | None, problem: str | None) -> None:
@@ -129,22 +129,6 @@ class SQLiteStore:
 
         self._run(put)
         self._puts += 1
-
-    def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
-        """Reserve credits of a paid source before calling it; None at the cap. Never raises."""
-        return self._ledger.reserve(source, day=day, cap=cap, credits=credits)
-
-    def settle(self, reservation: Reservation, *, actual: int) -> None:
-        """Replace a reservation by the credits the call actually cost. Never raises."""
-        self._ledger.settle(reservation, actual=actual)
-
-    def release(self, reservation: Reservation) -> None:
-        """Give back a reservation whose call never went out. Never raises."""
-        self._ledger.release(reservation)
-
-    def daily_credits(self, *, day: str) -> dict[str, int]:
-        """Return the credits spent (or reserved) per source on a UTC day. Never raises."""
-        return self._ledger.daily_credits(day=day)
 
     def close(self) -> None:
         """Close the database file; later cache operations raise StoreError."""
