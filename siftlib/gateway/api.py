@@ -31,14 +31,13 @@ Decisions the spec leaves open:
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
 from siftlib import __version__
 from siftlib.gateway import wire
+from siftlib.gateway.memo import EntryMemo
 from siftlib.search.hits import Hit
 from siftlib.search.pipeline import SearchRequest, SearchResponse
 from siftlib.search.query import check_k
@@ -140,16 +139,12 @@ def firecrawl_body(response: SearchResponse) -> bytes:
 class EncodedHits:
     """The JSON of a search's hits in each dialect, kept for recent cache hits' entries.
 
-    A cache hit carries the very tuple the store's memory front holds (`stored`), so its JSON,
-    most of a hit's cost once the entry is in memory, is encoded once, not on every request.
-    Entries are keyed by that tuple's identity and hold it, so an id is never reused while
-    remembered; fresh searches are encoded each time.
+    A cache hit carries the very tuple the store's memory front holds (`stored`), so its JSON
+    is encoded once per entry (`siftlib.gateway.memo`); fresh searches are encoded each time.
     """
 
     def __init__(self, entries: int = 1024) -> None:
-        self._entries = entries
-        self._memo: OrderedDict[tuple[int, str], tuple[tuple[Hit, ...], bytes]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._memo = EntryMemo[bytes](entries)
 
     def web(self, response: SearchResponse) -> bytes:
         """Return the `/v2/search` `web` array of a search's hits."""
@@ -165,17 +160,7 @@ class EncodedHits:
         hits = response.stored
         if hits is None:
             return wire.json_text(build(response.results))
-        key = (id(hits), dialect)
-        with self._lock:
-            found = self._memo.get(key)
-        if found is not None and found[0] is hits:
-            return found[1]
-        data = wire.json_text(build(hits))
-        with self._lock:
-            self._memo[key] = (hits, data)
-            if len(self._memo) > self._entries:
-                self._memo.popitem(last=False)
-        return data
+        return self._memo.get(hits, dialect, lambda: wire.json_text(build(hits)))
 
 
 def _web(hits: Sequence[Hit]) -> list[dict[str, object]]:
