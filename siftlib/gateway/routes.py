@@ -89,8 +89,8 @@ def fetch(handler: Handler, caller: str, started: float) -> None:
         status, payload = scrape.failure(exc, firecrawl=firecrawl)
         handler.send_json(HTTPStatus(status), payload)
         return
-    answer = scrape.firecrawl_answer(result, asked) if firecrawl else result.to_native()
-    handler.send_json(HTTPStatus.OK, answer)
+    data = scrape.firecrawl_body(result, asked) if firecrawl else scrape.native_body(result)
+    handler.send(HTTPStatus.OK, data, "application/json")
 
 
 class Endpoint(NamedTuple):

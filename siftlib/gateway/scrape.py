@@ -2,6 +2,7 @@
 
     request = firecrawl_request(body, caller="agent")      # or raises QueryError
     status, payload = 200, firecrawl_answer(result, request)
+    data = firecrawl_body(result, request)                  # the same answer, as bytes
     status, payload = failure(exc, firecrawl=True)         # any fetch error → its answer
 
 No socket and no server here: the gateway decodes the JSON body, calls these, and writes.
@@ -27,7 +28,10 @@ Decisions the spec leaves open:
   `timings.render_ms` (`/v1/fetch`); a static page's answer carries neither.
 - `maxAge` (ms) and `storeInCache` drive the fetch cache (`siftlib.fetch.cache`);
   `cacheState` says `hit` or `miss`, and a hit carries `cachedAt`. `scrapeId` is a fresh
-  UUID4, on a hit too.
+  random UUID4, on a hit too (from a generator seeded once: an id, not a secret, and a
+  system call per answer was a tenth of a hit's time).
+- A hit's answer bytes are encoded once per cached entry (`siftlib.gateway.memo`), with
+  the two fields that differ per request (`sourceURL`, `scrapeId`; natively `url`) put in.
 - `data` carries only the asked formats (markdown when none is asked); the metadata always.
   Warnings (truncation) join into the top-level `warning` string, absent when there is none.
 """
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import random
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,8 +59,17 @@ from siftlib.errors import (
 from siftlib.fetch import filters
 from siftlib.fetch.fetcher import FetchRequest, FetchResult
 from siftlib.gateway import wire
+from siftlib.gateway.memo import EntryMemo
 
-__all__ = ["ScrapeRequest", "failure", "firecrawl_answer", "firecrawl_request", "native_request"]
+__all__ = [
+    "ScrapeRequest",
+    "failure",
+    "firecrawl_answer",
+    "firecrawl_body",
+    "firecrawl_request",
+    "native_body",
+    "native_request",
+]
 
 NATIVE_FORMATS = ("markdown", "text", "html", "links")
 # An error body's `details` by its code: what the caller can do about it.
@@ -201,6 +215,69 @@ def _parsers(value: Any) -> dict[str, Any]:
 
 def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, Any]:
     """Return Firecrawl's scrape answer for a fetched page (fetch.md §4.2)."""
+    return _firecrawl_answer(result, request, _scrape_id())
+
+
+def firecrawl_body(result: FetchResult, request: ScrapeRequest) -> bytes:
+    """Return `firecrawl_answer(result, request)` as the JSON body the gateway sends."""
+    stored = result.stored
+    if stored is None:
+        return wire.json_body(firecrawl_answer(result, request))
+    tag = ("firecrawl", request.formats, result.cached_at)
+    parts = _PAGES.get(stored, tag, lambda: _template(stored, result, request))
+    if len(parts) != 3:
+        return wire.json_body(firecrawl_answer(result, request))
+    scrape_id = b'"' + _scrape_id().encode() + b'"'
+    return parts[0] + wire.json_text(result.url) + parts[1] + scrape_id + parts[2]
+
+
+def native_body(result: FetchResult) -> bytes:
+    """Return `result.to_native()` as the JSON body the gateway sends."""
+    stored = result.stored
+    if stored is None:
+        return wire.json_body(result.to_native())
+    parts = _PAGES.get(stored, ("native", result.cached_at), lambda: _template(stored, result))
+    if len(parts) != 2:
+        return wire.json_body(result.to_native())
+    return parts[0] + wire.json_text(result.url) + parts[1]
+
+
+# Markers standing for what differs per hit in a remembered answer. Each must be found
+# exactly once; a page whose own text holds one is encoded per hit, as a fresh page is.
+_URL_MARK, _ID_MARK = "\x00sourceURL\x00", "\x00scrapeId\x00"
+_PAGES = EntryMemo[tuple[bytes, ...]]()
+_IDS = random.Random()  # seeded from os.urandom once
+
+
+def _scrape_id() -> str:
+    """Return a fresh random UUID4, without a system call per answer."""
+    return str(uuid.UUID(int=_IDS.getrandbits(128), version=4))
+
+
+def _template(
+    stored: FetchResult, hit: FetchResult, request: ScrapeRequest | None = None
+) -> tuple[bytes, ...]:
+    """Return a hit's answer bytes cut where its URL (and scrape id) go; () if they can't be."""
+    marked = stored.as_hit(_URL_MARK, hit.cached_at or 0.0)
+    marks: tuple[str, ...] = (_URL_MARK,)
+    if request is None:
+        data = wire.json_body(marked.to_native())
+    else:
+        data = wire.json_body(_firecrawl_answer(marked, request, _ID_MARK))
+        marks = (_URL_MARK, _ID_MARK)
+    parts: list[bytes] = []
+    for mark in marks:
+        head, *rest = data.split(wire.json_text(mark))
+        if len(rest) != 1:
+            return ()
+        parts.append(head)
+        data = rest[0]
+    return (*parts, data)
+
+
+def _firecrawl_answer(
+    result: FetchResult, request: ScrapeRequest, scrape_id: str
+) -> dict[str, Any]:
     contents = {request.fetch.format: result.content, **result.also}
     data: dict[str, Any] = {}
     for name in request.formats:
@@ -220,7 +297,7 @@ def firecrawl_answer(result: FetchResult, request: ScrapeRequest) -> dict[str, A
         "contentType": result.content_type,
         "proxyUsed": "basic",
         "cacheState": "miss" if result.cached_at is None else "hit",
-        "scrapeId": str(uuid.uuid4()),
+        "scrapeId": scrape_id,
     }
     if result.page_type:
         data["metadata"]["pageType"] = result.page_type
