@@ -19,7 +19,8 @@ from werkzeug import Request, Response
 from siftlib.config import Secrets, load_config, load_secrets
 from siftlib.errors import NoResultsError, QueryError
 from siftlib.net.deadline import DeadlineClock
-from siftlib.search.pipeline import Searcher, SearchRequest, SourceOutcome
+from siftlib.search.fanout import SourceOutcome
+from siftlib.search.pipeline import Searcher, SearchRequest
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 KEYS = {"BRAVE_API_KEY": "brave-secret", "TAVILY_API_KEY": "tavily-secret"}

@@ -109,7 +109,7 @@ def test_a_cancelled_search_releases_what_it_did_not_send_and_caches_nothing(
             cancel.set()
             with pytest.raises(Cancelled):
                 gw.searcher.search(SearchRequest(query="never sent"), cancel=cancel)
-            from siftlib.search.pipeline import utc_day
+            from siftlib.search.plan import utc_day
 
             assert gw.store.daily_credits(day=utc_day(gw.searcher.clock())) in ({}, {"tavily": 0})
             assert upstream.calls == []

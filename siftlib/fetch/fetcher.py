@@ -506,7 +506,7 @@ class Fetcher:
         """Return the request's cache key, or "" when the cache is off for it."""
         if self.cache is None or request.screenshot:
             return ""
-        from siftlib.search.pipeline import caller_class
+        from siftlib.search.plan import caller_class
 
         return _fetch_key(request, caller_class(request.caller, self.restricted))
 
