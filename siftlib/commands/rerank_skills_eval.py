@@ -16,18 +16,10 @@ from siftlib.commands import fail
 from siftlib.config import resolve_config_path
 from siftlib.errors import ToolError
 from siftlib.skills.consent import load_settings
-from siftlib.skills.eval import (
-    catalog_folders,
-    choose_catalog,
-    evaluate_modes,
-    load_sets,
-    load_suites,
-    render_report,
-    render_suites,
-    report_json,
-    suites_json,
-)
+from siftlib.skills.eval import evaluate_modes
+from siftlib.skills.fixtures import catalog_folders, choose_catalog, load_sets, load_suites
 from siftlib.skills.keyword import DEFAULT_LIMIT, check_limit
+from siftlib.skills.report import render_report, render_suites, report_json, suites_json
 
 EXAMPLE = """\
 examples:

@@ -15,10 +15,13 @@ shortlist   the bounded outbound request (or the reason none may be sent)
 provider    the TypeSafe System One wire format
 decide      validation of the provider's answer and the accept/no-match/uncertain gates
 cache       the session cache of gated outcomes
-rerank      the opted-in System One reranker: deadline, cancellation, cache, observers
+rerank      the opted-in System One reranker: deadline, cancellation, cache
+observe     what a reranked search tells its observers: call events, one observation
 answer      the tool-result shape: the agent's text and its JSON twin
 session     a search session over one snapshot, and the `--stdio` loop
+fixtures    labelled queries, their sets and catalogs, as eval reads them
 eval        accuracy per mode on labelled queries
+report      eval's tables and JSON: per set, per catalog, per writer, all
 
 The commands are `siftlib.commands.rerank_skills` and `siftlib.commands.rerank_skills_eval`.
 """

@@ -1,8 +1,8 @@
 """Selection and no-match accuracy on labelled queries (skills.md §9), per search mode.
 
-    catalog = choose_catalog(fixtures_path, skills_dirs=[], cwd=Path.cwd())
+    catalog = choose_catalog(fixtures_path, skills_dirs=[], cwd=Path.cwd())  # fixtures.py
     sets = load_sets(fixtures_path, catalog)
-    print(render_report(catalog, sets, 5, evaluate_modes(catalog, sets, ...)))
+    print(render_report(catalog, sets, 5, evaluate_modes(catalog, sets, ...)))  # report.py
 
 The command is `sift rerank-skills eval` (`siftlib.commands.rerank_skills_eval`):
 
@@ -42,37 +42,21 @@ borrow the keyword fallback's accuracy for the reranked row.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from siftlib.errors import ToolError
-from siftlib.skills.catalog import Catalog, Skill, discover
+from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings, api_key
 from siftlib.skills.decide import Decision
-from siftlib.skills.keyword import SkillResult, keyword_search, query_terms
+from siftlib.skills.fixtures import Fixture
+from siftlib.skills.keyword import SkillResult, keyword_search
 from siftlib.skills.local import local_search
-from siftlib.skills.rerank import (
-    Attempt,
-    AttemptEvent,
-    Observer,
-    SearchObservation,
-    SystemOneReranker,
-)
-
-
-@dataclass(frozen=True)
-class Fixture:
-    """One labelled query: the skill it should find, or None when no skill fits."""
-
-    query: str
-    expect: str | None
+from siftlib.skills.observe import Attempt, AttemptEvent, Observer, SearchObservation
+from siftlib.skills.rerank import SystemOneReranker
 
 
 @dataclass
@@ -151,48 +135,6 @@ class ModeReport:
             "failure_reasons": dict(sorted(self.failures.items())),
             "stopped_at_ceiling": self.stopped_at_ceiling,
         }
-
-
-def load_fixtures(path: Path, catalog: Catalog) -> list[Fixture]:
-    """Read the labelled queries; raise `ToolError` naming the first bad line."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ToolError(f"cannot read fixtures {path}: {exc.__class__.__name__}") from None
-    names = {skill.name for skill in catalog.skills}
-    fixtures = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{number}"
-        try:
-            item = json.loads(line)
-        except ValueError:
-            raise ToolError(f"{where}: not a JSON object") from None
-        if not isinstance(item, dict) or set(item) != {"query", "expect"}:
-            raise ToolError(f'{where}: expected {{"query": …, "expect": …}}')
-        query, expect = item["query"], item["expect"]
-        if not isinstance(query, str) or not query_terms(query):
-            raise ToolError(f"{where}: the query has no search terms")
-        if expect is not None and not isinstance(expect, str):
-            raise ToolError(f"{where}: expect must be a skill name or null")
-        if expect is not None and expect not in names:
-            raise ToolError(f"{where}: expected skill {expect!r} is not in the catalog")
-        fixtures.append(Fixture(query, expect))
-    if not fixtures:
-        raise ToolError(f"{path}: no labelled queries")
-    return fixtures
-
-
-def load_catalog(folders: Sequence[Path]) -> Catalog:
-    """Discover the skills under `folders` only."""
-    roots = [Path(os.path.abspath(folder)) for folder in folders]
-    for root in roots:
-        if not root.is_dir():
-            raise ToolError(f"skills directory {root} not found")
-    found = discover(skills_dirs=roots, cwd=roots[0], home=roots[0])
-    inside = tuple(s for s in found.skills if any(s.base_dir.is_relative_to(r) for r in roots))
-    return Catalog(skills=inside, diagnostics=found.diagnostics)
 
 
 def evaluate(
@@ -281,93 +223,6 @@ class _Observer:
         report.output_tokens += event.output_tokens or 0
 
 
-def fixture_files(path: Path) -> list[Path]:
-    """Return the fixtures files `path` names: itself, or a folder's `*.jsonl` files."""
-    if not path.is_dir():
-        return [path]
-    files = sorted(path.glob("*.jsonl"))
-    if not files:
-        raise ToolError(f"{path}: no *.jsonl fixtures files")
-    return files
-
-
-def choose_catalog(fixtures_path: Path, skills_dirs: Sequence[Path], cwd: Path) -> Catalog:
-    """Return the catalog to evaluate on: `skills_dirs`, else `catalog/` or `catalog.json`
-    beside the fixtures, else the catalog a search from `cwd` would use."""
-    beside = (fixtures_path if fixtures_path.is_dir() else fixtures_path.parent) / "catalog"
-    if skills_dirs:
-        return load_catalog(skills_dirs)
-    if beside.is_dir():
-        return load_catalog([beside])
-    listed = beside.with_suffix(".json")
-    if listed.is_file():
-        return load_catalog_json(listed)
-    if listed.is_symlink():  # e.g. a link to ../shared, which a clone may lack
-        raise ToolError(f"{listed} links to a catalog that is not there")
-    return discover(cwd=cwd)
-
-
-def load_catalog_json(path: Path) -> Catalog:
-    """Read a catalog listed as JSON, `[{"name", "description", "disable_model_invocation"?}]`
-    (the form of `../shared/realdata/skills/catalog.json`), as discovery would see it: the
-    first skill of a name wins and disabled ones are left out. Paths point beside the file."""
-    try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ToolError(f"cannot read catalog {path}: {exc.__class__.__name__}") from None
-    if not isinstance(entries, list):
-        raise ToolError(f"{path}: expected a list of skills")
-    root = Path(os.path.abspath(path.parent))
-    first: dict[str, tuple[Skill, bool]] = {}
-    for entry in entries:
-        if not isinstance(entry, dict) or not all(
-            isinstance(entry.get(key), str) and entry[key] for key in ("name", "description")
-        ):
-            raise ToolError(f"{path}: each skill needs a name and a description")
-        folder = root / entry["name"]
-        skill = Skill(entry["name"], entry["description"], folder / "SKILL.md", folder)
-        first.setdefault(skill.name, (skill, entry.get("disable_model_invocation") is True))
-    return Catalog(skills=tuple(skill for skill, disabled in first.values() if not disabled))
-
-
-@dataclass(frozen=True)
-class Suite:
-    """One catalog and its labelled sets, each set a writer's, named by its file's stem."""
-
-    catalog: Catalog
-    sets: dict[str, list[Fixture]]
-
-
-def catalog_folders(path: Path) -> list[Path]:
-    """Return the subfolders of `path` that hold fixtures when `path` itself holds none (a
-    folder of catalogs), else nothing."""
-    if not path.is_dir() or any(path.glob("*.jsonl")):
-        return []
-    return sorted(sub for sub in path.iterdir() if sub.is_dir() and any(sub.glob("*.jsonl")))
-
-
-def load_suites(folders: Sequence[Path], cwd: Path) -> tuple[dict[str, Suite], list[str]]:
-    """Read each catalog folder's catalog and sets; return them by folder name, and a warning
-    for each catalog that is not there (a link to shared data a clone lacks)."""
-    suites: dict[str, Suite] = {}
-    warnings: list[str] = []
-    for folder in folders:
-        try:
-            catalog = choose_catalog(folder, [], cwd)
-        except ToolError as exc:
-            warnings.append(f"{folder.name}: skipped: {exc}")
-            continue
-        suites[folder.name] = Suite(catalog, load_sets(folder, catalog))
-    if not suites:
-        raise ToolError("no catalog of the fixtures folder could be read")
-    return suites, warnings
-
-
-def load_sets(fixtures_path: Path, catalog: Catalog) -> dict[str, list[Fixture]]:
-    """Read every fixtures file `fixtures_path` names, each a set named by its file's stem."""
-    return {path.stem: load_fixtures(path, catalog) for path in fixture_files(fixtures_path)}
-
-
 Modes = Mapping[str, Mapping[str, ModeReport]]
 
 
@@ -392,164 +247,3 @@ def evaluate_modes(
             "reranked", catalog, sets, limit=limit, rerank=rerank, max_requests=max_requests
         )
     return modes
-
-
-def report_json(
-    catalog: Catalog, sets: Mapping[str, Sequence[Fixture]], limit: int, modes: Modes
-) -> dict[str, Any]:
-    """Return the whole evaluation as one JSON object: all sets together, then each set."""
-    everything = [fixture for fixtures in sets.values() for fixture in fixtures]
-    return {
-        "skills": len(catalog.skills),
-        **_counts(everything),
-        "limit": limit,
-        "modes": {
-            mode: ModeReport.combined(mode, list(by_set.values())).to_json()
-            for mode, by_set in modes.items()
-        },
-        "sets": {
-            name: {
-                **_counts(fixtures),
-                "modes": {mode: by_set[name].to_json() for mode, by_set in modes.items()},
-            }
-            for name, fixtures in sets.items()
-        },
-    }
-
-
-def render_report(
-    catalog: Catalog, sets: Mapping[str, Sequence[Fixture]], limit: int, modes: Modes
-) -> str:
-    """Return the evaluation as small tables, one row per mode: each set, then all together."""
-    everything = [fixture for fixtures in sets.values() for fixture in fixtures]
-    lines = [f"{len(catalog.skills)} skills, limit {limit}"]
-    tables = [
-        (name, fixtures, {m: by_set[name] for m, by_set in modes.items()})
-        for name, fixtures in sets.items()
-    ]
-    if len(sets) > 1:
-        combined = {m: ModeReport.combined(m, list(by_set.values())) for m, by_set in modes.items()}
-        tables.append(("all sets", everything, combined))
-    for name, fixtures, reports in tables:
-        counts = _counts(fixtures)
-        lines += [
-            "",
-            f"{name}: {counts['queries']} labelled queries ({counts['expect_skill']} expect a"
-            f" skill, {counts['expect_none']} expect none)",
-            f"{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}{'failed':>8}"
-            f"{'p50 ms':>9}{'p90 ms':>9}{'requests':>10}{'tokens in':>11}{'tokens out':>12}",
-        ]
-        for r in reports.values():
-            lines.append(
-                f"{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
-                f"{_percent(r.no_match_accuracy):>10}{sum(r.failures.values()):>8}"
-                f"{_ms(r.percentile_ms(50)):>9}"
-                f"{_ms(r.percentile_ms(90)):>9}{r.requests:>10}{r.input_tokens:>11}"
-                f"{r.output_tokens:>12}"
-            )
-    reranked = modes.get("reranked")
-    if reranked is None:
-        lines.append(
-            "\nreranked: not run (reranking is not enabled in the global config,"
-            " or TYPESAFE_API_KEY is not set)"
-        )
-    else:
-        r = ModeReport.combined("reranked", list(reranked.values()))
-        if r.decisions:
-            decided = ", ".join(f"{name} {count}" for name, count in sorted(r.decisions.items()))
-            lines.append(f"\nreranked decisions: {decided}")
-        if r.failures:
-            reasons = ", ".join(f"{name} {count}" for name, count in sorted(r.failures.items()))
-            lines.append(
-                f"reranked: {sum(r.failures.values())} of {r.queries} searches failed ({reasons});"
-                " each counts as a miss, not as the keyword fallback it returned"
-            )
-        if r.stopped_at_ceiling:
-            lines.append(
-                f"reranked: stopped at the --max-requests ceiling ({r.requests} requests)"
-                f" after {r.queries} of {len(everything)} queries"
-            )
-    return "\n".join(lines)
-
-
-def _counts(fixtures: Sequence[Fixture]) -> dict[str, int]:
-    expecting = sum(f.expect is not None for f in fixtures)
-    return {
-        "queries": len(fixtures),
-        "expect_skill": expecting,
-        "expect_none": len(fixtures) - expecting,
-    }
-
-
-def _percent(value: float | None) -> str:
-    return "-" if value is None else f"{value * 100:.1f}%"
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-Suites = Mapping[str, tuple[Suite, Modes]]
-
-
-def _by_writer(suites: Suites) -> dict[str, dict[str, ModeReport]]:
-    """Return each writer's figures per mode, added up over every catalog holding its set."""
-    writers: dict[str, dict[str, list[ModeReport]]] = {}
-    for _suite, modes in suites.values():
-        for mode, by_set in modes.items():
-            for writer, report in by_set.items():
-                writers.setdefault(writer, {}).setdefault(mode, []).append(report)
-    return {
-        writer: {mode: ModeReport.combined(mode, reports) for mode, reports in by_mode.items()}
-        for writer, by_mode in sorted(writers.items())
-    }
-
-
-def _everything(suites: Suites) -> dict[str, ModeReport]:
-    reports: dict[str, list[ModeReport]] = {}
-    for _suite, modes in suites.values():
-        for mode, by_set in modes.items():
-            reports.setdefault(mode, []).extend(by_set.values())
-    return {mode: ModeReport.combined(mode, rs) for mode, rs in reports.items()}
-
-
-def render_suites(suites: Suites, limit: int) -> str:
-    """Return the report of a folder of catalogs: each catalog's, then per writer, then all."""
-    parts = []
-    for name, (suite, modes) in suites.items():
-        table = render_report(suite.catalog, suite.sets, limit, modes).split("\n\nreranked")[0]
-        parts.append(f"== catalog {name}: " + table)
-    lines = ["== per writer, over every catalog (selection / no-match)"]
-    header = f"{'writer':<14}{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}"
-    lines.append(header)
-    for writer, by_mode in _by_writer(suites).items():
-        for r in by_mode.values():
-            lines.append(
-                f"{writer:<14}{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
-                f"{_percent(r.no_match_accuracy):>10}"
-            )
-    lines.append("")
-    lines.append("== every catalog and writer together")
-    lines.append(f"{'mode':<9}{'queries':>8}{'selection':>11}{'no-match':>10}")
-    for r in _everything(suites).values():
-        lines.append(
-            f"{r.mode:<9}{r.queries:>8}{_percent(r.selection_accuracy):>11}"
-            f"{_percent(r.no_match_accuracy):>10}"
-        )
-    return "\n\n".join(parts) + "\n\n" + "\n".join(lines)
-
-
-def suites_json(suites: Suites, limit: int) -> dict[str, Any]:
-    """Return the report of a folder of catalogs as one JSON object."""
-    return {
-        "limit": limit,
-        "modes": {mode: r.to_json() for mode, r in _everything(suites).items()},
-        "catalogs": {
-            name: report_json(suite.catalog, suite.sets, limit, modes)
-            for name, (suite, modes) in suites.items()
-        },
-        "writers": {
-            writer: {mode: r.to_json() for mode, r in by_mode.items()}
-            for writer, by_mode in _by_writer(suites).items()
-        },
-    }

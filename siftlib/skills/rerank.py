@@ -12,9 +12,7 @@ A search works on its own immutable catalog snapshot. Every change of catalog (p
 clears the cache and starts a new generation, as does `close`; an answer for an older generation
 is discarded. A new config or key means a new `SystemOneReranker` (and so an empty cache).
 
-Observers receive `Attempt` events and one `SearchObservation` per search: enums, catalog
-indexes and validated token counts only, never text, paths or keys. A raising observer is
-ignored.
+Observers receive `Attempt` events and one `SearchObservation` per search (`observe.py`).
 
     reranker = SystemOneReranker(settings, key)
     result = reranker.search(catalog, query, limit, keyword_search(catalog, query, limit))
@@ -25,12 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import enum
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from siftlib.net.deadline import DeadlineClock
 from siftlib.skills.cache import SessionCache
@@ -49,6 +46,17 @@ from siftlib.skills.decide import (
     validate_fits,
 )
 from siftlib.skills.keyword import SkillResult, normalise_query
+from siftlib.skills.observe import (
+    Attempt,
+    AttemptEvent,
+    CacheState,
+    Observer,
+    SearchObservation,
+    ShortlistKind,
+    Trail,
+    notify,
+    observation,
+)
 from siftlib.skills.provider import (
     Abort,
     ProviderAnswer,
@@ -67,63 +75,6 @@ CONTRACT_VERSION = "skills/1"
 CANCEL_POLL_SECONDS = 0.01
 
 
-class CacheState(enum.Enum):
-    """What the session cache did for a search."""
-
-    NOT_USED = "not_used"
-    DISABLED = "disabled"
-    HIT = "hit"
-    MISS = "miss"
-    STORED = "stored"
-
-
-class ShortlistKind(enum.Enum):
-    """Whether a shortlist was built, and whether it could be sent."""
-
-    NONE = "none"
-    NO_REQUEST = "no_request"
-    REQUEST = "request"
-
-
-class AttemptEvent(enum.Enum):
-    """A step of the one provider call a search may make."""
-
-    STARTED = "started"
-    ANSWERED = "answered"
-    FAILED = "failed"
-    ABORTED = "aborted"
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """A provider call event; `reason` is set when it failed or was aborted."""
-
-    event: AttemptEvent
-    reason: Reason | None = None
-
-
-@dataclass(frozen=True)
-class SearchObservation:
-    """How one search went, as enums and indexes into the sorted catalog."""
-
-    decision: Decision
-    reason: Reason
-    cache: CacheState
-    shortlist_kind: ShortlistKind
-    shortlist: tuple[int, ...]
-    keyword: tuple[int, ...]
-    result: tuple[int, ...]
-    total: int
-    input_tokens: int | None
-    output_tokens: int | None
-
-
-class Observer(Protocol):
-    """Receives attempt events and search observations."""
-
-    def __call__(self, event: Attempt | SearchObservation, /) -> None: ...
-
-
 @dataclass(eq=False)
 class _Call:
     """One in-flight provider call: its abort handle and, once done, its answer or failure."""
@@ -132,17 +83,6 @@ class _Call:
     done: threading.Event = dataclasses.field(default_factory=threading.Event)
     answer: ProviderAnswer | None = None
     reason: Reason | None = None
-
-
-@dataclass
-class _Trail:
-    """What a search did so far, for its observation."""
-
-    cache: CacheState = CacheState.NOT_USED
-    shortlist_kind: ShortlistKind = ShortlistKind.NONE
-    shortlist: tuple[Skill, ...] = ()
-    input_tokens: int | None = None
-    output_tokens: int | None = None
 
 
 class SystemOneReranker:
@@ -186,7 +126,7 @@ class SystemOneReranker:
     ) -> SkillResult:
         """Rerank the keyword `baseline` of `query`, or return it unchanged."""
         deadline = self._deadline_clock.now() + self._settings.timeout_ms / 1000.0
-        trail = _Trail()
+        trail = Trail()
         try:
             outcome = self._search(catalog, query, cancel, deadline, trail)
         except Exception:
@@ -226,7 +166,7 @@ class SystemOneReranker:
         query: str,
         cancel: threading.Event | None,
         deadline: float,
-        trail: _Trail,
+        trail: Trail,
     ) -> Outcome:
         generation = self._snapshot(catalog)
         if generation is None:
@@ -296,7 +236,7 @@ class SystemOneReranker:
         request: OutboundRequest,
         cancel: threading.Event | None,
         deadline: float,
-        trail: _Trail,
+        trail: Trail,
     ) -> Outcome:
         """Make the one provider call, wait for it within the deadline, and decide."""
         if cancel is not None and cancel.is_set():
@@ -325,7 +265,7 @@ class SystemOneReranker:
         self._notify(Attempt(AttemptEvent.ANSWERED))
         trail.input_tokens = call.answer.input_tokens
         trail.output_tokens = call.answer.output_tokens
-        return self._decide(call.answer, request)
+        return _judge(call.answer, len(request.candidates), self._settings)
 
     def _wait(self, call: _Call, cancel: threading.Event | None, deadline: float) -> Reason | None:
         """Wait for the call; return why waiting stopped early, or None once it is done."""
@@ -365,57 +305,37 @@ class SystemOneReranker:
                 )
             return self._client
 
-    def _decide(self, answer: ProviderAnswer, request: OutboundRequest) -> Outcome:
-        ids = [f"c{i}" for i in range(len(request.candidates))]
-        settings = self._settings
-        try:
-            fits = validate_fits(answer.answers, ids) if self._fit else None
-            distribution = validate_distribution(normalise(answer.answers), ids)
-        except InvalidAnswer as exc:
-            return fail(exc.reason)
-        if fits is not None:
-            return decide_fit(
-                distribution,
-                fits,
-                min_probability=settings.min_probability,
-                min_margin=settings.min_margin,
-                min_fit_probability=settings.min_fit_probability,
-            )
-        return decide(
-            distribution, min_probability=settings.min_probability, min_margin=settings.min_margin
-        )
-
     def _notify(self, event: Attempt | SearchObservation) -> None:
-        for observer in self._observers:
-            with contextlib.suppress(Exception):  # an observer never changes a search
-                observer(event)
+        notify(self._observers, event)
 
     def _observe_search(
         self,
         catalog: Catalog,
         outcome: Outcome,
-        trail: _Trail,
+        trail: Trail,
         baseline: SkillResult,
         result: SkillResult,
     ) -> None:
-        if not self._observers:
-            return
-        position = {skill.name: i for i, skill in enumerate(catalog.skills)}
+        if self._observers:
+            self._notify(observation(catalog, outcome, trail, baseline, result))
 
-        def indexes(skills: Sequence[Skill]) -> tuple[int, ...]:
-            return tuple(position[skill.name] for skill in skills if skill.name in position)
 
-        self._notify(
-            SearchObservation(
-                decision=outcome.decision,
-                reason=outcome.reason,
-                cache=trail.cache,
-                shortlist_kind=trail.shortlist_kind,
-                shortlist=indexes(trail.shortlist),
-                keyword=indexes(baseline.matches),
-                result=indexes(result.matches),
-                total=result.total,
-                input_tokens=trail.input_tokens,
-                output_tokens=trail.output_tokens,
-            )
+def _judge(answer: ProviderAnswer, count: int, settings: RerankSettings) -> Outcome:
+    """Validate the provider's answer for `count` candidates and decide by the gates (§7)."""
+    ids = [f"c{i}" for i in range(count)]
+    try:
+        fits = validate_fits(answer.answers, ids) if settings.experimental_fit else None
+        distribution = validate_distribution(normalise(answer.answers), ids)
+    except InvalidAnswer as exc:
+        return fail(exc.reason)
+    if fits is not None:
+        return decide_fit(
+            distribution,
+            fits,
+            min_probability=settings.min_probability,
+            min_margin=settings.min_margin,
+            min_fit_probability=settings.min_fit_probability,
         )
+    return decide(
+        distribution, min_probability=settings.min_probability, min_margin=settings.min_margin
+    )

@@ -181,7 +181,7 @@ class Session:
     def _observe(self, event: object) -> None:
         """Note why reranking did not decide; say the session's first provider failure."""
         from siftlib.skills.decide import Decision
-        from siftlib.skills.rerank import SearchObservation
+        from siftlib.skills.observe import SearchObservation
 
         if not isinstance(event, SearchObservation):
             return

@@ -36,9 +36,9 @@ sys.path.insert(0, str(REPO))
 
 from siftlib.skills.catalog import Catalog  # noqa: E402
 from siftlib.skills.consent import RerankSettings  # noqa: E402
-from siftlib.skills.eval import (  # noqa: E402
+from siftlib.skills.eval import evaluate  # noqa: E402
+from siftlib.skills.fixtures import (  # noqa: E402
     Fixture,
-    evaluate,
     load_catalog,
     load_catalog_json,
     load_fixtures,

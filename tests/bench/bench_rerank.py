@@ -25,10 +25,12 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from siftlib.skills.consent import RerankSettings  # noqa: E402
-from siftlib.skills.eval import evaluate, load_catalog, load_fixtures  # noqa: E402
+from siftlib.skills.eval import evaluate  # noqa: E402
+from siftlib.skills.fixtures import load_catalog, load_fixtures  # noqa: E402
 from siftlib.skills.keyword import keyword_search  # noqa: E402
+from siftlib.skills.observe import SearchObservation  # noqa: E402
 from siftlib.skills.provider import build_body  # noqa: E402
-from siftlib.skills.rerank import SearchObservation, SystemOneReranker  # noqa: E402
+from siftlib.skills.rerank import SystemOneReranker  # noqa: E402
 from siftlib.skills.shortlist import OutboundRequest, build_request  # noqa: E402
 
 FIXTURES = REPO / "testdata" / "skills" / "eval" / "dev.jsonl"

@@ -55,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from siftlib.skills.catalog import Catalog, discover  # noqa: E402
 from siftlib.skills.consent import RerankSettings  # noqa: E402
-from siftlib.skills.eval import catalog_folders, load_suites  # noqa: E402
+from siftlib.skills.fixtures import catalog_folders, load_suites  # noqa: E402
 from siftlib.skills.keyword import KeywordIndex, keyword_search  # noqa: E402
 from siftlib.skills.local import MIN_CONFIDENCE, local_search  # noqa: E402
 from siftlib.skills.relevance import RelevanceIndex  # noqa: E402

@@ -14,7 +14,8 @@ from clikit import sift
 from siftlib.cli import main
 from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings
-from siftlib.skills.eval import ModeReport, load_catalog, load_fixtures
+from siftlib.skills.eval import ModeReport
+from siftlib.skills.fixtures import load_catalog, load_fixtures
 from siftlib.skills.keyword import keyword_search
 from siftlib.skills.local import local_search
 from siftlib.skills.shortlist import OutboundRequest, build_request

@@ -17,15 +17,15 @@ from siftlib.skills.catalog import Catalog
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.decide import Decision, Reason
 from siftlib.skills.keyword import SkillResult, keyword_search
-from siftlib.skills.relevance import RelevanceIndex
-from siftlib.skills.rerank import (
+from siftlib.skills.observe import (
     Attempt,
     AttemptEvent,
     CacheState,
     SearchObservation,
     ShortlistKind,
-    SystemOneReranker,
 )
+from siftlib.skills.relevance import RelevanceIndex
+from siftlib.skills.rerank import SystemOneReranker
 
 from .systemone_fake import FakeSystemOne, catalog_of, fitted, ranked, serve
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from siftlib.cli import main
-from siftlib.skills.eval import catalog_folders, load_catalog_json, load_fixtures, load_suites
+from siftlib.skills.fixtures import catalog_folders, load_catalog_json, load_fixtures, load_suites
 from siftlib.skills.local import local_search
 
 REPO = Path(__file__).resolve().parents[2]
