@@ -46,7 +46,7 @@ from typing import NamedTuple
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.meaning import MeaningIndex, table
 from siftlib.skills.memo import PerCatalog
-from siftlib.skills.text import WORD, stem, terms, words
+from siftlib.skills.text import WORD, purpose, stem, terms, words
 from siftlib.skills.vocabulary import concepts
 
 K1 = 1.2
@@ -127,7 +127,7 @@ class RelevanceIndex:
     def build(cls, skills: Sequence[Skill]) -> RelevanceIndex:
         """Index the names and descriptions of `skills` (bodies are never read)."""
         name_terms = [terms(skill.name.replace("-", " ")) for skill in skills]
-        description_terms = [terms(skill.description) for skill in skills]
+        description_terms = [terms(purpose(skill.description)) for skill in skills]
         average = sum(map(len, description_terms)) / len(skills) if skills else 1.0
         frequencies: dict[str, dict[int, float]] = defaultdict(dict)
         for position, (in_name, in_description) in enumerate(
@@ -149,7 +149,7 @@ class RelevanceIndex:
             for position in docs:
                 docs[position] *= weight
         meaning = MeaningIndex.build(
-            [f"{skill.name.replace('-', ' ')} {skill.description}" for skill in skills]
+            [f"{skill.name.replace('-', ' ')} {purpose(skill.description)}" for skill in skills]
         )
         return cls(size, _names(skills), dict(frequencies), idf, meaning)
 

@@ -66,6 +66,20 @@ def _stemmer() -> _Stemmer:
     return english
 
 
+# A description's clause saying what the skill is not for ("Do NOT use for PDFs, spreadsheets",
+# "- not for hunting new bugs") names other skills' work: the index leaves it out.
+_NOT_FOR = re.compile(
+    r"(?:^|(?<=[.;:!?])|\s[-\u2013\u2014]\s|,\s)\s*"
+    r"(?:do\s+not|don't|does\s+not|not|never)\s+(?:use|trigger|for|run)\b[^.;]*",
+    re.IGNORECASE,
+)
+
+
+def purpose(description: str) -> str:
+    """Return `description` without the clauses that say what the skill is not for."""
+    return _NOT_FOR.sub("", description)
+
+
 def words(text: str) -> list[str]:
     """Return the lowercase words of `text` that carry meaning, in order, with repeats."""
     return [word for word in WORD.findall(text.lower()) if word not in STOP_WORDS]
