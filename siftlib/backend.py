@@ -18,7 +18,9 @@ first search and the fetcher on the first fetch (so `sift search` never imports 
 fetcher, and `sift mcp` starts without either); it owns the sentences for a face with
 nothing enabled. `GatewayBackend` posts to `/v1/search` and `/v1/fetch` and reads the
 envelopes back into the same typed results; its failures are the library's errors
-(`siftlib.gateway.client`).
+(`siftlib.gateway.client`). Cancelling a call stops its work either way: in-process the
+pipeline or fetcher stops; through a gateway the connection is shut down, and the gateway
+cancels the work of a client that hung up.
 """
 
 from __future__ import annotations
@@ -43,11 +45,11 @@ class Backend(Protocol):
     def search(
         self, request: SearchRequest, *, cancel: threading.Event | None = None
     ) -> SearchResponse:
-        """Run one search; raise `Cancelled` once `cancel` is set (in-process)."""
+        """Run one search; raise `Cancelled` once `cancel` is set."""
         ...
 
     def fetch(self, request: FetchRequest, *, cancel: threading.Event | None = None) -> FetchResult:
-        """Read one page; raise `Cancelled` once `cancel` is set (in-process)."""
+        """Read one page; raise `Cancelled` once `cancel` is set."""
         ...
 
     def close(self) -> None:
@@ -164,16 +166,21 @@ class GatewayBackend:
     def search(
         self, request: SearchRequest, *, cancel: threading.Event | None = None
     ) -> SearchResponse:
-        """Search through the gateway (`POST /v1/search`); a cancelled call ends at its timeout."""
+        """Search through the gateway (`POST /v1/search`); cancelling hangs up on it."""
         from siftlib.gateway.client import search_remote, search_response
 
         envelope = search_remote(
-            self.url, self.token, request.query, k=request.k, timeout=self.search_timeout
+            self.url,
+            self.token,
+            request.query,
+            k=request.k,
+            timeout=self.search_timeout,
+            cancel=cancel,
         )
         return search_response(envelope)
 
     def fetch(self, request: FetchRequest, *, cancel: threading.Event | None = None) -> FetchResult:
-        """Read a page through the gateway (`POST /v1/fetch`); cancelling ends at its timeout."""
+        """Read a page through the gateway (`POST /v1/fetch`); cancelling hangs up on it."""
         from siftlib.gateway.client import fetch_remote, fetch_result
 
         body: dict[str, object] = {
@@ -185,7 +192,9 @@ class GatewayBackend:
             body["max_chars"] = request.max_chars
         if request.max_age is not None:
             body["max_age"] = request.max_age
-        envelope = fetch_remote(self.url, self.token, body, timeout=self.fetch_timeout)
+        envelope = fetch_remote(
+            self.url, self.token, body, timeout=self.fetch_timeout, cancel=cancel
+        )
         return fetch_result(envelope)
 
     def close(self) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,17 +16,23 @@ import pytest
 from fetchkit import PageServer, hang, hostile_links, page
 from gatewaykit import FakeUpstream, call, gateway, searxng_body, wait_until
 
+from siftlib.backend import GatewayBackend
 from siftlib.config import FetchConfig
 from siftlib.errors import Cancelled
-from siftlib.fetch.fetcher import Fetcher
+from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.fetch.workers import WorkerPool
 from siftlib.search.pipeline import SearchRequest
 
 
 class SilentUpstream:
-    """A loopback upstream that reads each request, never answers, and notes each hang-up."""
+    """A loopback upstream that reads each request, never answers, and notes each hang-up.
 
-    def __init__(self) -> None:
+    With `answer`, only requests whose head holds `b"slow"` go unanswered; the others get
+    `answer` as a JSON 200.
+    """
+
+    def __init__(self, answer: bytes | None = None) -> None:
+        self.answer = answer
         self.requests = 0
         self.hung_up = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -46,6 +55,13 @@ class SilentUpstream:
                 if not chunk:
                     return
                 data += chunk
+            if self.answer is not None and b"slow" not in data:
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    + f"Content-Length: {len(self.answer)}\r\nConnection: close\r\n\r\n".encode()
+                    + self.answer
+                )
+                return
             self.requests += 1
             conn.settimeout(60)
             try:
@@ -87,6 +103,90 @@ def test_a_client_that_hangs_up_cancels_its_search_and_its_upstream_request(
         wait_until(silent.hung_up.is_set, "the gateway closed the upstream request", limit=15)
         # Its slot is free again (one slot in all), and nothing was cached for it.
         wait_until(lambda: gw.server._slots.qsize() == 1, "the search slot freed")
+    assert silent.requests == 1
+
+
+def test_an_mcp_call_cancelled_through_a_gateway_cancels_the_gateways_work(
+    tmp_path: Path,
+) -> None:
+    """`sift mcp --server`: a cancelled `web_search` hangs up on the gateway, which closes
+    its upstream request and frees its one search slot for the next call."""
+    upstream = SilentUpstream(answer=searxng_body(3))
+    sift = Path(sys.executable).parent / "sift"
+    try:
+        # One search slot, and a search timeout far off: only the hang-up can free the slot.
+        with gateway(tmp_path, searxng=upstream.url, timeout="60s", max_searches=1) as gw:
+            mcp = subprocess.Popen(
+                [str(sift), "mcp", "--server", gw.url],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, "HOME": str(tmp_path)},
+                cwd=tmp_path,
+            )
+            assert mcp.stdin is not None and mcp.stdout is not None
+            try:
+
+                def send(*messages: dict[str, object]) -> None:
+                    assert mcp.stdin is not None
+                    mcp.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+                    mcp.stdin.flush()
+
+                def search(id: int, query: str) -> dict[str, object]:
+                    arguments = {"name": "web_search", "arguments": {"query": query}}
+                    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": arguments}
+
+                send(search(1, "slow one"))
+                wait_until(lambda: upstream.requests == 1, "the search reached its upstream")
+                send(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": {"requestId": 1},
+                    }
+                )
+                wait_until(upstream.hung_up.is_set, "the gateway closed the upstream request")
+                wait_until(lambda: gw.server._slots.qsize() == 1, "the search slot freed")
+                send(search(2, "quick one"))
+                answer = json.loads(mcp.stdout.readline())  # the cancelled call is never answered
+                mcp.stdin.close()
+                assert mcp.wait(60) == 0
+            finally:
+                mcp.kill()
+                mcp.wait(60)
+                mcp.stdout.close()
+    finally:
+        upstream.close()
+    assert answer["id"] == 2
+    assert answer["result"]["isError"] is False
+    assert len(answer["result"]["structuredContent"]["results"]) == 3
+    assert upstream.requests == 1
+
+
+def test_a_cancelled_gateway_call_hangs_up_at_once_or_never_connects(
+    silent: SilentUpstream,
+) -> None:
+    # The silent upstream plays a gateway that never answers: only the cancel ends the call.
+    backend = GatewayBackend(silent.url, None, fetch_timeout=60.0)
+    cancel = threading.Event()
+    raised: list[BaseException] = []
+
+    def fetch() -> None:
+        try:
+            backend.fetch(FetchRequest(url="https://example.org/"), cancel=cancel)
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=fetch)
+    thread.start()
+    wait_until(lambda: silent.requests == 1, "the request reached the gateway")
+    cancel.set()
+    wait_until(silent.hung_up.is_set, "the connection shut down")
+    thread.join(10)
+    assert [type(exc) for exc in raised] == [Cancelled]
+    with pytest.raises(Cancelled):  # cancelled before it starts: nothing is sent
+        backend.search(SearchRequest(query="never sent"), cancel=cancel)
+    time.sleep(0.1)
     assert silent.requests == 1
 
 

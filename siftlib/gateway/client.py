@@ -9,7 +9,9 @@ including a 5xx or a 404 — `UnreachableError` (5), so an agent falls back to i
 search; 400/413 `QueryError` (2); 422 `NoResultsError` (1). Error sentences name the server
 URL but never the token. Proxies and netrc from the environment are ignored: the server is
 named explicitly. `search_response` and `fetch_result` read an envelope back into the typed
-answer the in-process pipeline gives (`siftlib.backend.GatewayBackend`).
+answer the in-process pipeline gives (`siftlib.backend.GatewayBackend`). A call given a
+`cancel` event shuts its connection down once the event is set and raises `Cancelled`: the
+gateway sees its client hang up and cancels the work (`siftlib.gateway.hangup`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from siftlib.errors import (
     AuthError,
     Blocked,
+    Cancelled,
     FetchFailed,
     InvalidRequest,
     InvalidURL,
@@ -30,18 +33,26 @@ from siftlib.errors import (
 )
 
 if TYPE_CHECKING:
+    import threading
+
     from siftlib.fetch.fetcher import FetchResult
     from siftlib.search.pipeline import SearchResponse
 
 
 def search_remote(
-    url: str, token: str | None, query: str, *, k: int | None, timeout: float
+    url: str,
+    token: str | None,
+    query: str,
+    *,
+    k: int | None,
+    timeout: float,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Search through a sift server and return its native envelope (search.md §3.1)."""
     body: dict[str, object] = {"query": query}
     if k is not None:
         body["k"] = k
-    response = _post(url, "/v1/search", token, body, timeout=timeout)
+    response = _post(url, "/v1/search", token, body, timeout=timeout, cancel=cancel)
     status = response.status_code
     if status in (400, 413):
         raise QueryError(_reason(response, "invalid query"))
@@ -58,22 +69,47 @@ def search_remote(
     return envelope
 
 
-def _post(url: str, path: str, token: str | None, body: object, *, timeout: float) -> Any:
-    """POST JSON to a sift server; return the response, whatever its status, unless 401/403."""
+def _post(
+    url: str,
+    path: str,
+    token: str | None,
+    body: object,
+    *,
+    timeout: float,
+    cancel: threading.Event | None = None,
+) -> Any:
+    """POST JSON to a sift server; return the response, whatever its status, unless 401/403.
+
+    Raises `Cancelled` once `cancel` is set: the connection is shut down, whatever it waited for.
+    """
     import httpx
 
+    from siftlib.net.abort import Abort, Aborted
+
     headers = {"Authorization": f"Bearer {token}"} if token else {}
+    abort = Abort()
     try:
         # A server that is down should be known at once; one that is up answers within its
         # own deadline, so only reading waits the whole timeout.
         limits = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-        with httpx.Client(trust_env=False, timeout=limits) as client:
-            response = client.post(f"{url.rstrip('/')}{path}", json=body, headers=headers)
+        with httpx.Client(trust_env=False, timeout=limits) as client, abort.on(cancel):
+            response = client.post(
+                f"{url.rstrip('/')}{path}",
+                json=body,
+                headers=headers,
+                extensions={"trace": abort.trace},
+            )
+    except Aborted:
+        raise Cancelled("cancelled") from None
     except httpx.TimeoutException:
+        if abort.aborted:
+            raise Cancelled("cancelled") from None
         raise UnreachableError(
             f"the sift server at {url} did not answer in {timeout:g} s"
         ) from None
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        if abort.aborted:
+            raise Cancelled("cancelled") from None
         raise UnreachableError(
             f"the sift server at {url} is unreachable ({type(exc).__name__})"
         ) from None
@@ -117,7 +153,12 @@ def _warnings(response: Any) -> list[str]:
 
 
 def fetch_remote(
-    url: str, token: str | None, body: dict[str, Any], *, timeout: float
+    url: str,
+    token: str | None,
+    body: dict[str, Any],
+    *,
+    timeout: float,
+    cancel: threading.Event | None = None,
 ) -> dict[str, Any]:
     """Fetch a page through a sift server (`POST /v1/fetch`); return its native envelope.
 
@@ -125,7 +166,7 @@ def fetch_remote(
     site` and `unsupported content` → `Blocked`, 415 → `UnsupportedContent`, 408/500 →
     `FetchFailed`, 400 → `QueryError`.
     """
-    response = _post(url, "/v1/fetch", token, body, timeout=timeout)
+    response = _post(url, "/v1/fetch", token, body, timeout=timeout, cancel=cancel)
     status = response.status_code
     try:
         payload = response.json()

@@ -32,8 +32,8 @@ Decisions where mcp.md is silent:
 - Cancelling a call drops its answer and stops its work: a `skill_search`'s provider call is
   aborted (or never made); in-process, `web_search` closes its upstream requests and gives
   back the reservations of calls not sent, and `web_fetch` stops reading or converting the
-  page (its conversion worker is killed). Through a gateway, the request ends at its own
-  deadline.
+  page (its conversion worker is killed). Through a gateway, the request's connection is
+  shut down, and the gateway cancels the search or fetch of a client that hung up.
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ mode adds one `fit_cN` noul per candidate. Everything but `state` is the applica
 envelope, bounded to 4096 bytes (24576 in fit mode) before and after serialization.
 
 A call sends one request (no retries), reads at most 64 KiB of body and maps every failure
-to a `Reason`. `Abort` lets another thread stop a call at any point: before the connection
-exists (the trace hook raises) or while it waits (its socket is shut down, so the provider
-sees the connection close). Connections are not kept alive, so each call owns its socket.
+to a `Reason`. `Abort` (`siftlib.net.abort`) lets another thread stop a call at any point:
+before the connection exists (the trace hook raises) or while it waits (its socket is shut
+down, so the provider sees the connection close). Connections are not kept alive, so each
+call owns its socket.
 
     client = SystemOne(api_key=key, base_url="https://api.typesafe.ai")
     body = build_body(request, model="jev-latest", fit=False)
@@ -20,16 +21,14 @@ sees the connection close). Connections are not kept alive, so each call owns it
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from siftlib import __version__
+from siftlib.net.abort import Abort, Aborted
 from siftlib.skills.decide import NO_MATCH_LABEL, SELECTION, InvalidAnswer, Reason, fit_question
 from siftlib.skills.shortlist import OutboundRequest, compact_json
 
@@ -140,50 +139,6 @@ def parse_response(raw: bytes) -> ProviderAnswer:
         input_tokens=_tokens(usage.get("input_tokens")),
         output_tokens=_tokens(usage.get("output_tokens")),
     )
-
-
-class Aborted(Exception):
-    """The call was aborted by its owner."""
-
-
-class Abort:
-    """A handle that stops one provider call from another thread."""
-
-    _SOCKET_EVENTS = ("connection.connect_tcp.complete", "connection.start_tls.complete")
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._aborted = False
-        self._sockets: list[socket.socket] = []
-
-    @property
-    def aborted(self) -> bool:
-        """Whether `abort` was called."""
-        return self._aborted
-
-    def trace(self, event: str, info: dict[str, Any]) -> None:
-        """An httpx trace hook: note the call's socket, and stop at any step once aborted."""
-        sock = None
-        if event in self._SOCKET_EVENTS:
-            sock = info["return_value"].get_extra_info("socket")
-        with self._lock:
-            if not self._aborted:
-                if sock is not None:
-                    self._sockets.append(sock)
-                return
-        if sock is not None:  # connected just after an abort: close it here and now
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        raise Aborted
-
-    def abort(self) -> None:
-        """Stop the call: shut its connection down so a blocked read returns at once."""
-        with self._lock:
-            self._aborted = True
-            sockets, self._sockets = self._sockets, []
-        for sock in sockets:
-            with contextlib.suppress(OSError):  # already closed by the call itself
-                sock.shutdown(socket.SHUT_RDWR)
 
 
 def _status_reason(status: int) -> Reason:
