@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from gatewaykit import FakeUpstream, fixture_bytes
+from bodykit import fixture_bytes
+from gatewaykit import FakeUpstream
 from pytest_httpserver import HTTPServer
 
 if TYPE_CHECKING:

@@ -17,10 +17,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from bodykit import TESTDATA_FETCH
 from gatewaykit import QuietServer
 
 Route = Callable[[BaseHTTPRequestHandler], None]
@@ -183,7 +183,6 @@ class Listener:
         self._sock.close()
 
 
-TESTDATA_FETCH = Path(__file__).resolve().parent.parent / "testdata" / "fetch"
 _TOKEN = re.compile(r"\w+")
 _MARKDOWN_LINK = re.compile(r"!?\[([^\]]*)\]\([^)\s]*\)")
 

@@ -30,7 +30,6 @@ from siftlib.search.pipeline import Searcher
 from siftlib.store.factory import open_store
 
 REPO = Path(__file__).resolve().parent.parent
-TESTDATA = REPO / "testdata"
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -43,20 +42,6 @@ class QuietServer(ThreadingHTTPServer):
         # as a traceback on stderr, where it reads like a failure. Anything else still prints.
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
-
-
-def searxng_body(n: int, *, prefix: str = "https://example.org/page") -> bytes:
-    """Return a SearXNG JSON answer with `n` results, best first."""
-    results = [
-        {"url": f"{prefix}{i}", "title": f"Page {i}", "content": f"About page {i}.", "score": n - i}
-        for i in range(n)
-    ]
-    return json.dumps({"query": "q", "results": results, "unresponsive_engines": []}).encode()
-
-
-def fixture_bytes(name: str) -> bytes:
-    """Return a recorded provider response from `testdata/`, e.g. `tavily/standard.json`."""
-    return (TESTDATA / name).read_bytes()
 
 
 @dataclass

@@ -1,12 +1,12 @@
-"""What the store tests share: an hour, a day, two hits of every field, and a cache key."""
+"""What the store tests share: two hits of every field and a cache key."""
 
 from __future__ import annotations
+
+from clockkit import HOUR
 
 from siftlib.search.hits import Hit
 from siftlib.store.base import cache_key
 
-NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
-DAY = "2025-11-30"
 HITS = (
     Hit(
         url="https://a.example/x",
@@ -24,11 +24,11 @@ KEY_PARTS: dict[str, object] = {
     "sources": ["searxng", "tavily"],
     "k": 8,
     "merge": "rrf",
-    "hour_bucket": "2025-11-30T04",
+    "hour_bucket": HOUR,
     "caller_class": "fleet",
 }
 
 
-def key(**changes: object) -> str:
-    """The cache key of KEY_PARTS with some parts changed."""
-    return cache_key(**{**KEY_PARTS, **changes})  # type: ignore[arg-type]
+def key(query: object = KEY_PARTS["query"], **changes: object) -> str:
+    """The cache key of KEY_PARTS for `query`, with some other parts changed."""
+    return cache_key(**{**KEY_PARTS, "query": query, **changes})  # type: ignore[arg-type]

@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fetchkit import TESTDATA_FETCH, PageServer, page
+from bodykit import TESTDATA_FETCH
+from fetchkit import PageServer, page
 from gatewaykit import Gateway, call, gateway
 
 from siftlib.cli import main

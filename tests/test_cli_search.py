@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from bodykit import fixture_bytes
 from clikit import sift
 from pytest_httpserver import HTTPServer
 
 from siftlib.cli import main
-
-TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 
 
 def config(tmp_path: Path, httpserver: HTTPServer, *, sources: str = "searxng") -> str:
@@ -31,7 +30,7 @@ def test_prints_title_url_snippet_blocks(
     tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     httpserver.expect_request("/searxng/search").respond_with_data(
-        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
+        fixture_bytes("searxng/wal-typed-and-legacy.json"),
         content_type="application/json",
     )
     code = main(["search", "sqlite wal mode", "--k", "2", "--config", config(tmp_path, httpserver)])
@@ -99,7 +98,7 @@ def test_warnings_go_to_stderr_in_both_output_modes(
     tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str], as_json: bool
 ) -> None:
     httpserver.expect_request("/searxng/search").respond_with_data(
-        (TESTDATA / "searxng/partial-three-unresponsive.json").read_bytes(),
+        fixture_bytes("searxng/partial-three-unresponsive.json"),
         content_type="application/json",
     )
     path = config(tmp_path, httpserver)
@@ -226,7 +225,7 @@ def test_limit_is_an_alias_of_k_that_help_does_not_show(
     tmp_path: Path, httpserver: HTTPServer
 ) -> None:
     httpserver.expect_request("/searxng/search").respond_with_data(
-        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
+        fixture_bytes("searxng/wal-typed-and-legacy.json"),
         content_type="application/json",
     )
     path = config(tmp_path, httpserver)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from fetchkit import TESTDATA_FETCH, labelled_pages, shingle_f1
+from bodykit import TESTDATA_FETCH
+from fetchkit import labelled_pages, shingle_f1
 
 from siftlib.fetch.convert import Document, convert, decode
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from clockkit import Clock
 from gatewaykit import QuietServer
 
 from siftlib.net.dial import (
@@ -256,14 +257,6 @@ class Dialer:
         return socket.create_connection(self.route.get(address[0], address), timeout)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def fixed(*answer: str) -> Callable[[str, int], list[str]]:
     return lambda host, port: list(answer)
 
@@ -344,7 +337,7 @@ def test_failed_lookup_is_a_dns_failure_not_a_refusal(
 def test_a_lookup_that_recovers_clears_the_dns_failure(server: FakeUpstream) -> None:
     server.route("/search", json.dumps({"results": []}).encode())
     answers: list[list[str]] = [[], ["127.0.0.1"]]
-    clock = Clock()
+    clock = Clock(1000.0)
     url = f"http://searxng.test:{server.port}/search"
     with open_upstream(
         url, public=False, timeout=2.0, resolver=lambda h, p: answers.pop(0), clock=clock
@@ -421,7 +414,7 @@ def test_backend_refuses_another_port_at_the_socket(sentinel: Sentinel) -> None:
         ("http", "searxng.test", sentinel.port + 1),
         public=False,
         resolver=fixed("127.0.0.1"),
-        clock=Clock(),
+        clock=Clock(1000.0),
         refresh_interval=600.0,
     )
     backend = _PinnedBackend(pin, dialer)
@@ -518,7 +511,7 @@ def test_rebinding_after_refresh_is_refused(server: FakeUpstream, sentinel: Sent
         resolved.append(host)
         return list(answer)
 
-    clock = Clock()
+    clock = Clock(1000.0)
     # The configured port is the sentinel's: a connection to the rebound 127.0.0.1 would land there.
     dialer = Dialer(route={"1.1.1.1": ("127.0.0.1", server.port)})
     url = f"http://api.tavily.test:{sentinel.port}/search"
@@ -558,7 +551,7 @@ def test_rebinding_after_refresh_is_refused(server: FakeUpstream, sentinel: Sent
 def test_refresh_happens_on_connect_without_reading_refused(server: FakeUpstream) -> None:
     server.route("/", b"ok")
     answer = ["127.0.0.1"]
-    clock = Clock()
+    clock = Clock(1000.0)
     url = f"http://searxng.test:{server.port}/"
     with open_upstream(
         url,

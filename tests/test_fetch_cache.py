@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fetchkit import TESTDATA_FETCH, PageServer, page
+from bodykit import TESTDATA_FETCH
+from fetchkit import PageServer, page
 from gatewaykit import Gateway, call, gateway
 
 from siftlib.cli import main

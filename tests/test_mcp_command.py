@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gatewaykit import FakeUpstream, fixture_bytes, write_config
+from bodykit import fixture_bytes
+from gatewaykit import FakeUpstream, write_config
 
 CATALOG = Path(__file__).resolve().parents[1] / "testdata" / "skills" / "catalog"
 SIFT = Path(sys.executable).parent / "sift"

@@ -16,8 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bodykit import searxng_body
 from fetchkit import PageServer, page
-from gatewaykit import FakeUpstream, Gateway, call, gateway, searxng_body
+from gatewaykit import FakeUpstream, Gateway, call, gateway
 from pdfkit import Pdf, Text, paragraph
 
 from siftlib.cli import main

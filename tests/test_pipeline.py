@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from bodykit import fixture_text
+from clockkit import NOW
 from gatewaykit import QuietServer
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
@@ -22,12 +24,7 @@ from siftlib.net.deadline import DeadlineClock
 from siftlib.search.fanout import SourceOutcome
 from siftlib.search.pipeline import Searcher, SearchRequest
 
-TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 KEYS = {"BRAVE_API_KEY": "brave-secret", "TAVILY_API_KEY": "tavily-secret"}
-
-
-def body(name: str) -> str:
-    return (TESTDATA / name).read_text()
 
 
 @pytest.fixture
@@ -69,13 +66,13 @@ def make_searcher(tmp_path: Path, httpserver: HTTPServer) -> Iterator[Callable[.
 
 def serve_all(httpserver: HTTPServer) -> None:
     httpserver.expect_request("/searx/search").respond_with_data(
-        body("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+        fixture_text("searxng/wal-typed-and-legacy.json"), content_type="application/json"
     )
     httpserver.expect_request("/brave").respond_with_data(
-        body("brave_llm/wal-generic-and-sources.json"), content_type="application/json"
+        fixture_text("brave_llm/wal-generic-and-sources.json"), content_type="application/json"
     )
     httpserver.expect_request("/tavily", method="POST").respond_with_data(
-        body("tavily/wal-usage-unsorted.json"), content_type="application/json"
+        fixture_text("tavily/wal-usage-unsorted.json"), content_type="application/json"
     )
 
 
@@ -201,7 +198,7 @@ def test_a_failing_source_is_a_warning_and_the_others_still_answer(
     warning: str,
 ) -> None:
     httpserver.expect_request("/searx/search").respond_with_data(
-        body("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+        fixture_text("searxng/wal-typed-and-legacy.json"), content_type="application/json"
     )
     respond(httpserver.expect_request("/tavily", method="POST"))
     searcher = make_searcher(sources=("searxng", "tavily"), timeout="1s")
@@ -429,7 +426,7 @@ def test_uncapped_paid_credits_still_count_toward_the_daily_total(
         load_config(str(path)),
         Secrets(KEYS, environ={}),
         store=store,
-        clock=lambda: 1_764_475_200.0,  # 2025-11-30T04:00:00Z
+        clock=lambda: NOW,
         allow_private_upstreams=True,
     )
     try:
@@ -465,7 +462,7 @@ def test_a_paid_2xx_answer_costs_its_credit_even_when_unusable(
         load_config(str(path)),
         Secrets(KEYS, environ={}),
         store=store,
-        clock=lambda: 1_764_475_200.0,
+        clock=lambda: NOW,
         allow_private_upstreams=True,
     )
     try:
@@ -528,7 +525,7 @@ def test_a_hostile_number_or_nesting_is_that_sources_bad_response(
     httpserver: HTTPServer, make_searcher: Callable[..., Searcher], tavily_body: bytes
 ) -> None:
     httpserver.expect_request("/searx/search").respond_with_data(
-        body("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+        fixture_text("searxng/wal-typed-and-legacy.json"), content_type="application/json"
     )
     httpserver.expect_request("/tavily", method="POST").respond_with_data(
         tavily_body, content_type="application/json"
@@ -603,12 +600,14 @@ def serve_pages(httpserver: HTTPServer, page_2: Callable[..., None] | None = Non
     """Serve the two recorded pages of one SearXNG query, each on its own `pageno`."""
     httpserver.expect_request(
         "/searx/search", query_string={"q": "sqlite wal", "format": "json", "pageno": "1"}
-    ).respond_with_data(body("searxng/wal-page-1.json"), content_type="application/json")
+    ).respond_with_data(fixture_text("searxng/wal-page-1.json"), content_type="application/json")
     page = httpserver.expect_request(
         "/searx/search", query_string={"q": "sqlite wal", "format": "json", "pageno": "2"}
     )
     if page_2 is None:
-        page.respond_with_data(body("searxng/wal-page-2.json"), content_type="application/json")
+        page.respond_with_data(
+            fixture_text("searxng/wal-page-2.json"), content_type="application/json"
+        )
     else:
         page_2(page)
 
@@ -621,7 +620,7 @@ def test_answers_suggestions_and_corrections_ride_in_the_envelope_never_as_hits(
     httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
 ) -> None:
     httpserver.expect_request("/searx/search").respond_with_data(
-        body("searxng/partial-three-unresponsive.json"), content_type="application/json"
+        fixture_text("searxng/partial-three-unresponsive.json"), content_type="application/json"
     )
     envelope = make_searcher(sources=("searxng",)).search(SearchRequest(query="q")).to_native()
     assert envelope["answers"] == [
@@ -642,7 +641,7 @@ def test_an_envelope_without_upstream_texts_has_no_such_keys(
     httpserver: HTTPServer, make_searcher: Callable[..., Searcher]
 ) -> None:
     httpserver.expect_request("/tavily", method="POST").respond_with_data(
-        body("tavily/wal-usage-unsorted.json"), content_type="application/json"
+        fixture_text("tavily/wal-usage-unsorted.json"), content_type="application/json"
     )
     envelope = make_searcher(sources=("tavily",)).search(SearchRequest(query="q")).to_native()
     assert set(envelope) == {"results", "warnings", "sizes", "timings", "cached"}
@@ -802,7 +801,7 @@ def test_every_failure_kind_is_in_sources_failed_search_errors_and_the_log(
     kind: str,
 ) -> None:
     httpserver.expect_request("/searx/search").respond_with_data(
-        body("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+        fixture_text("searxng/wal-typed-and-legacy.json"), content_type="application/json"
     )
     options = failing_tavily(kind)(httpserver)
     searcher = make_searcher(sources=("searxng", "tavily"), timeout="1s", **options)
@@ -831,7 +830,7 @@ def test_a_failed_search_logs_why_each_source_failed(
     httpserver: HTTPServer, make_searcher: Callable[..., Searcher], caplog: pytest.LogCaptureFixture
 ) -> None:
     httpserver.expect_request("/searx/search").respond_with_data(
-        body("searxng/every-engine-suspended.json"), content_type="application/json"
+        fixture_text("searxng/every-engine-suspended.json"), content_type="application/json"
     )
     httpserver.expect_request("/tavily", method="POST").respond_with_data("x", status=429)
     searcher = make_searcher(sources=("searxng", "tavily"))
@@ -853,11 +852,13 @@ def test_health_follows_a_source_that_keeps_failing_and_recovers(
     def searx(request: Request) -> Response:
         if status[0] != 200:
             return Response("down", status=status[0])
-        return Response(body("searxng/wal-typed-and-legacy.json"), content_type="application/json")
+        return Response(
+            fixture_text("searxng/wal-typed-and-legacy.json"), content_type="application/json"
+        )
 
     httpserver.expect_request("/searx/search").respond_with_handler(searx)
     httpserver.expect_request("/tavily", method="POST").respond_with_data(
-        body("tavily/wal-usage-unsorted.json"), content_type="application/json"
+        fixture_text("tavily/wal-usage-unsorted.json"), content_type="application/json"
     )
     searcher = make_searcher(sources=("searxng", "tavily"))
     for _ in range(3):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from fetchkit import TESTDATA_FETCH
+from bodykit import TESTDATA_FETCH
 
 from siftlib.fetch.convert import Document, convert
 from siftlib.fetch.pagetype import page_type, structured_data

@@ -7,26 +7,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from clockkit import NOW
+from storekit import HITS, key
 
 from siftlib.search.hits import Hit
-from siftlib.store.base import Cached, Reservation, cache_key
+from siftlib.store.base import Cached, Reservation
 from siftlib.store.factory import open_store
 from siftlib.store.recent import RecentHits
 from siftlib.store.sqlite import open_sqlite
-
-NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z, the start of an hour
-HITS = (Hit(url="https://a.example/x", title="A", snippet="first", score=0.03, source="searxng"),)
-
-
-def key(query: str = "sqlite wal") -> str:
-    return cache_key(
-        query=query,
-        sources=["searxng"],
-        k=8,
-        merge="rrf",
-        hour_bucket="2025-11-30T04",
-        caller_class="fleet",
-    )
 
 
 def forget_the_file(db_path: Path) -> None:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from clockkit import DAY
 from gatewaykit import wait_until
 from rediskit import RedisServer
 
@@ -19,7 +20,6 @@ from siftlib.errors import StoreError
 from siftlib.store import redis as redis_store
 from siftlib.store.redis import LATE_LIMIT, RedisStore, open_redis_store
 
-DAY = "2025-11-30"
 CAP = 30
 COUNTER = f"sift:cap:tavily:{DAY}"
 

@@ -8,29 +8,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from clockkit import DAY, NOW
 from gatewaykit import wait_until
 from rediskit import RedisServer
+from storekit import HITS, key
 
 from siftlib.errors import StoreError
-from siftlib.search.hits import Hit
 from siftlib.store import redis as redis_store
-from siftlib.store.base import Cached, cache_key
+from siftlib.store.base import Cached
 from siftlib.store.redis import RedisStore, open_redis_store
-
-NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
-DAY = "2025-11-30"
-HITS = [Hit(url="https://a.example/1", title="A", snippet="first", score=0.5, source="searxng")]
-
-
-def key(query: str = "sqlite wal", caller_class: str = "fleet") -> str:
-    return cache_key(
-        query=query,
-        sources=["searxng"],
-        k=8,
-        merge="rrf",
-        hour_bucket="2025-11-30T04",
-        caller_class=caller_class,
-    )
 
 
 def spend(store: RedisStore, *, cap: int) -> str | None:

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bodykit import searxng_body
 from clikit import Serving, serving
-from gatewaykit import FakeUpstream, call, searxng_body, wait_until, write_config
+from gatewaykit import FakeUpstream, call, wait_until, write_config
 
 
 class Said:

@@ -8,16 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gatewaykit import (
-    FakeUpstream,
-    Gateway,
-    call,
-    gateway,
-    raw_exchange,
-    searxng_body,
-    status_of,
-    write_config,
-)
+from bodykit import searxng_body
+from gatewaykit import FakeUpstream, Gateway, call, gateway, raw_exchange, status_of, write_config
 
 from siftlib.cli import main
 from siftlib.config import FetchConfig

@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from bodykit import searxng_body
 from fetchkit import PageServer, hang, hostile_links, page
-from gatewaykit import FakeUpstream, call, gateway, searxng_body, wait_until
+from gatewaykit import FakeUpstream, call, gateway, wait_until
 
 from siftlib.backend import GatewayBackend
 from siftlib.config import FetchConfig

@@ -9,7 +9,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from gatewaykit import FakeUpstream, call, fixture_bytes, gateway
+from bodykit import fixture_bytes
+from gatewaykit import FakeUpstream, call, gateway
 
 from siftlib.logs import configure_logging
 

@@ -17,15 +17,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from gatewaykit import (
-    FakeUpstream,
-    call,
-    gateway,
-    reading_requests,
-    searxng_body,
-    wait_until,
-    write_config,
-)
+from bodykit import searxng_body
+from gatewaykit import FakeUpstream, call, gateway, reading_requests, wait_until, write_config
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gatewaykit import FakeUpstream, call, fixture_bytes, gateway
+from bodykit import fixture_bytes
+from gatewaykit import FakeUpstream, call, gateway
 
 STEERING_FIELDS = ("url", "api_url", "apiUrl", "webhook", "endpoint", "base_url", "callback")
 

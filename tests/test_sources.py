@@ -6,22 +6,20 @@ import json
 from pathlib import Path
 
 import pytest
+from bodykit import fixture_bytes
 
 from siftlib.search.sources import SOURCES, BadResponse, Unresponsive
 from siftlib.search.sources.brave_llm import BraveLLM
 from siftlib.search.sources.searxng import SearXNG
 from siftlib.search.sources.tavily import Tavily, agent_request
 
-TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 REAL_DIRS = {"searxng": "searxng", "brave_llm": "brave", "tavily": "tavily"}
 
 
-def fixture(name: str) -> bytes:
-    return (TESTDATA / name).read_bytes()
-
-
 def test_searxng_sorts_by_score_stably_and_drops_hits_without_url() -> None:
-    answer = SearXNG("http://127.0.0.1:8888").parse(fixture("searxng/wal-typed-and-legacy.json"))
+    answer = SearXNG("http://127.0.0.1:8888").parse(
+        fixture_bytes("searxng/wal-typed-and-legacy.json")
+    )
     assert [h.url for h in answer.hits] == [
         "https://www.sqlite.org/wal.html",
         "https://blog.example.net/sqlite-wal-explained/",
@@ -35,7 +33,7 @@ def test_searxng_sorts_by_score_stably_and_drops_hits_without_url() -> None:
 
 
 def test_searxng_legacy_format_with_string_answers() -> None:
-    answer = SearXNG("http://x").parse(fixture("searxng/legacy-2024-format.json"))
+    answer = SearXNG("http://x").parse(fixture_bytes("searxng/legacy-2024-format.json"))
     assert [h.title for h in answer.hits] == ["SQLite 教程", "SQLite 入门"]
     assert '"WAL"' in answer.hits[0].snippet
     assert answer.notes.answers == ("SQLite 是一个嵌入式数据库",)
@@ -43,7 +41,7 @@ def test_searxng_legacy_format_with_string_answers() -> None:
 
 
 def test_searxng_partial_answer_names_its_unresponsive_engines_and_keeps_its_texts() -> None:
-    answer = SearXNG("http://x").parse(fixture("searxng/partial-three-unresponsive.json"))
+    answer = SearXNG("http://x").parse(fixture_bytes("searxng/partial-three-unresponsive.json"))
     assert answer.unresponsive == ("brave", "google", "startpage")
     assert [h.url for h in answer.hits] == [
         "https://forum.example.org/t/checkpoint-never-finishes/",
@@ -64,7 +62,7 @@ def test_searxng_partial_answer_names_its_unresponsive_engines_and_keeps_its_tex
 
 def test_searxng_with_no_result_and_every_engine_suspended_is_unresponsive() -> None:
     with pytest.raises(Unresponsive):
-        SearXNG("http://x").parse(fixture("searxng/every-engine-suspended.json"))
+        SearXNG("http://x").parse(fixture_bytes("searxng/every-engine-suspended.json"))
 
 
 def test_searxng_empty_answer_with_every_engine_answering_is_a_plain_empty_answer() -> None:
@@ -73,7 +71,7 @@ def test_searxng_empty_answer_with_every_engine_answering_is_a_plain_empty_answe
 
 
 def test_searxng_carries_published_and_engines() -> None:
-    answer = SearXNG("http://x").parse(fixture("searxng/wal-typed-and-legacy.json"))
+    answer = SearXNG("http://x").parse(fixture_bytes("searxng/wal-typed-and-legacy.json"))
     facts = {h.url: (h.published, h.engines) for h in answer.hits}
     assert facts == {
         "https://www.sqlite.org/wal.html": (None, 3),
@@ -85,8 +83,8 @@ def test_searxng_carries_published_and_engines() -> None:
 
 def test_searxng_asks_for_another_page_only_while_a_full_page_leaves_k_unfilled() -> None:
     searxng = SearXNG("http://x")
-    full = searxng.parse(fixture("searxng/wal-page-1.json"))
-    short = searxng.parse(fixture("searxng/wal-page-2.json"))
+    full = searxng.parse(fixture_bytes("searxng/wal-page-1.json"))
+    short = searxng.parse(fixture_bytes("searxng/wal-page-2.json"))
     assert len(full.hits) == 12 and len(short.hits) == 6
     assert searxng.next_page(page=1, got=len(full.hits), have=12, k=20)
     assert not searxng.next_page(page=1, got=len(full.hits), have=12, k=12)  # k is filled
@@ -105,7 +103,7 @@ def test_searxng_request_and_403_hint() -> None:
 
 
 def test_brave_maps_generic_then_sources_generic_missed() -> None:
-    answer = BraveLLM("https://b").parse(fixture("brave_llm/wal-generic-and-sources.json"))
+    answer = BraveLLM("https://b").parse(fixture_bytes("brave_llm/wal-generic-and-sources.json"))
     assert [(h.url, h.title) for h in answer.hits] == [
         ("https://www.sqlite.org/wal.html", "Write-Ahead Logging"),
         ("https://forum.example.org/t/wal-on-nfs", "WAL on network filesystems"),
@@ -122,12 +120,12 @@ def test_brave_maps_generic_then_sources_generic_missed() -> None:
 
 
 def test_brave_published_is_the_iso_date_of_age() -> None:
-    answer = BraveLLM("https://b").parse(fixture("brave_llm/wal-generic-and-sources.json"))
+    answer = BraveLLM("https://b").parse(fixture_bytes("brave_llm/wal-generic-and-sources.json"))
     assert [h.published for h in answer.hits] == ["2026-03-02", None, "2026-03-02"]
 
 
 def test_tavily_published_date_in_iso_8601_and_an_unreadable_one_left_out() -> None:
-    answer = Tavily("https://t").parse(fixture("tavily/news-published-date.json"))
+    answer = Tavily("https://t").parse(fixture_bytes("tavily/news-published-date.json"))
     assert [h.published for h in answer.hits] == ["2026-11-04T09:30:00Z", "2026-11-20", None]
 
 
@@ -145,10 +143,10 @@ def test_brave_grounding_string_is_never_a_snippet() -> None:
 
 
 def test_tavily_keeps_its_order_never_the_answer_and_counts_usage() -> None:
-    answer = Tavily("https://t").parse(fixture("tavily/wal-usage-unsorted.json"))
+    answer = Tavily("https://t").parse(fixture_bytes("tavily/wal-usage-unsorted.json"))
     assert [h.score for h in answer.hits] == [0.81234, 0.90112, 0.5]
     assert answer.credits == 1
-    answer = Tavily("https://t").parse(fixture("tavily/answer-images-no-usage.json"))
+    answer = Tavily("https://t").parse(fixture_bytes("tavily/answer-images-no-usage.json"))
     assert answer.credits == 1  # no usage: counts one
     assert all("small, embedded" not in h.snippet for h in answer.hits)
 

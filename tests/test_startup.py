@@ -14,9 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bodykit import fixture_bytes
 from pytest_httpserver import HTTPServer
 
-TESTDATA = Path(__file__).resolve().parent.parent / "testdata"
 PROBE = """
 import sys
 from siftlib.cli import main
@@ -47,7 +47,7 @@ def write_config(tmp_path: Path, url: str) -> Path:
 
 def serve_searxng(httpserver: HTTPServer) -> None:
     httpserver.expect_request("/search").respond_with_data(
-        (TESTDATA / "searxng/wal-typed-and-legacy.json").read_bytes(),
+        fixture_bytes("searxng/wal-typed-and-legacy.json"),
         content_type="application/json",
     )
 

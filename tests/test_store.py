@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clockkit import DAY, NOW
 from gatewaykit import wait_until
-from storekit import DAY, HITS, NOW, key
+from storekit import HITS, key
 
 from siftlib.errors import StoreError
 from siftlib.search.hits import Hit

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from storekit import DAY, HITS, NOW, key
+from clockkit import DAY, NOW
+from storekit import HITS, key
 
 from siftlib.errors import StoreError
 from siftlib.store import redis as redis_store

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from bodykit import fixture_bytes, searxng_answer, tavily_answer
+from clockkit import NOW, Clock
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -18,9 +20,6 @@ from siftlib.search.pipeline import Searcher, SearchRequest, SearchResponse
 from siftlib.store import sqlite as store_module
 from siftlib.store.factory import open_store
 from siftlib.store.sqlite import SQLiteStore
-
-NOW = 1_764_475_200.0  # 2025-11-30T04:00:00Z
-FIXTURES = Path(__file__).resolve().parent.parent / "testdata"
 
 
 class Upstreams:
@@ -37,8 +36,7 @@ class Upstreams:
     def _searxng(self, request: Request) -> Response:
         self.calls["searxng"] += 1
         if self.searxng_fixture is not None:
-            body = (FIXTURES / self.searxng_fixture).read_bytes()
-            return Response(body, content_type="application/json")
+            return Response(fixture_bytes(self.searxng_fixture), content_type="application/json")
         n = self.calls["searxng"]
         results = [
             {
@@ -51,16 +49,7 @@ class Upstreams:
             }
             for i in range(3)
         ]
-        body = {
-            "query": request.args["q"],
-            "number_of_results": 0,
-            "results": results,
-            "answers": [],
-            "corrections": [],
-            "infoboxes": [],
-            "suggestions": [],
-            "unresponsive_engines": [],
-        }
+        body = searxng_answer(request.args["q"], results)
         return Response(json.dumps(body), content_type="application/json")
 
     def _tavily(self, request: Request) -> Response:
@@ -68,37 +57,21 @@ class Upstreams:
         if self.tavily_status != 200:
             return Response('{"detail": {"error": "no"}}', status=self.tavily_status)
         n = self.calls["tavily"]
-        body = {
-            "query": request.json["query"],
-            "follow_up_questions": None,
-            "answer": None,
-            "images": [],
-            "results": [
-                {
-                    "url": f"https://t.example/{n}",
-                    "title": f"T{n}",
-                    "content": "tavily hit",
-                    "score": 0.9,
-                    "raw_content": None,
-                }
-            ],
-            "response_time": 0.5,
-            "usage": {"credits": self.tavily_credits},
+        hit = {
+            "url": f"https://t.example/{n}",
+            "title": f"T{n}",
+            "content": "tavily hit",
+            "score": 0.9,
+            "raw_content": None,
         }
+        body = tavily_answer(request.json["query"], [hit], response_time=0.5)
+        body["usage"] = {"credits": self.tavily_credits}
         return Response(json.dumps(body), content_type="application/json")
 
 
 @pytest.fixture
 def upstreams(httpserver: HTTPServer) -> Upstreams:
     return Upstreams(httpserver)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

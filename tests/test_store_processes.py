@@ -7,9 +7,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from siftlib.store.factory import open_store
+from clockkit import DAY
 
-DAY = "2025-11-30"
+from siftlib.store.factory import open_store
 
 # One process: 8 threads reserve (and settle what they get) until told to stop.
 WORKER = textwrap.dedent(

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bodykit import searxng_answer, tavily_answer
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
@@ -129,16 +130,7 @@ class Providers:
             }
             for i, (url, score) in enumerate(SEARXNG[query])
         ]
-        body = {
-            "query": query,
-            "number_of_results": 0,
-            "results": results,
-            "answers": [],
-            "corrections": [],
-            "infoboxes": [],
-            "suggestions": [],
-            "unresponsive_engines": [],
-        }
+        body = searxng_answer(query, results)
         return Response(json.dumps(body), content_type="application/json")
 
     def brave(self, request: Request) -> Response:
@@ -173,15 +165,8 @@ class Providers:
             }
             for i, u in enumerate(urls)
         ]
-        body: dict[str, Any] = {
-            "query": sent["query"],
-            "follow_up_questions": None,
-            "answer": None,
-            "images": [],
-            "results": results,
-            "response_time": 0.42,
-            "request_id": "req-0001",
-        }
+        body = tavily_answer(sent["query"], results, response_time=0.42)
+        body["request_id"] = "req-0001"
         if not direct:
             body["usage"] = {"credits": 1}
         return Response(json.dumps(body), content_type="application/json")

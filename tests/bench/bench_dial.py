@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import httpx  # noqa: E402
-from gatewaykit import FakeUpstream, searxng_body  # noqa: E402
+from bodykit import searxng_body  # noqa: E402
+from gatewaykit import FakeUpstream  # noqa: E402
 
 from siftlib.net.dial import open_upstream  # noqa: E402
 

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import httpx  # noqa: E402
+from bodykit import TESTDATA_FETCH  # noqa: E402
 from fetchkit import (  # noqa: E402
-    TESTDATA_FETCH,
     PageServer,
     hostile_class,
     hostile_links,

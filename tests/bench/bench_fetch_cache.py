@@ -24,7 +24,8 @@ sys.path.insert(0, str(REPO / "tests" / "bench"))
 sys.path.insert(0, str(REPO))
 
 from bench_server import BARE_SERVER, CONNECTIONS, ROUNDS, SECONDS, TOKEN, load, post, start, stop  # noqa: E402
-from fetchkit import TESTDATA_FETCH, PageServer, page  # noqa: E402
+from bodykit import TESTDATA_FETCH  # noqa: E402
+from fetchkit import PageServer, page  # noqa: E402
 
 
 def cache_hits(home: Path, env: dict[str, str]) -> None:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gatewaykit import FakeUpstream, searxng_body  # noqa: E402
+from bodykit import searxng_body  # noqa: E402
+from gatewaykit import FakeUpstream  # noqa: E402
 
 from siftlib.config import Secrets, load_config  # noqa: E402
 from siftlib.search.pipeline import Searcher, SearchRequest  # noqa: E402

@@ -28,8 +28,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from bench_store import DAY, HITS, NOW, key  # noqa: E402  (the same answers as SQLite's bench)
-from gatewaykit import FakeUpstream, call, searxng_body, serve_process, write_config  # noqa: E402
+from bench_store import HITS, key  # noqa: E402  (the same answers as SQLite's bench)
+from bodykit import searxng_body  # noqa: E402
+from clockkit import DAY, NOW  # noqa: E402
+from gatewaykit import FakeUpstream, call, serve_process, write_config  # noqa: E402
 from rediskit import RedisServer  # noqa: E402
 
 from siftlib.store.base import Store  # noqa: E402

@@ -37,7 +37,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
 
-from gatewaykit import FakeUpstream, fixture_bytes, write_config  # noqa: E402
+from bodykit import fixture_bytes  # noqa: E402
+from gatewaykit import FakeUpstream, write_config  # noqa: E402
 
 CONNECTIONS = 16
 LIMIT = 14  # hits per answer: about 3.2 KB

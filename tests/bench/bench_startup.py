@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
 
-from gatewaykit import FakeUpstream, fixture_bytes  # noqa: E402
+from bodykit import fixture_bytes  # noqa: E402
+from gatewaykit import FakeUpstream  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", 21))
 SIFT = str(Path(sys.executable).parent / "sift")

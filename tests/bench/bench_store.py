@@ -24,16 +24,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import storekit  # noqa: E402
+from clockkit import DAY, NOW  # noqa: E402
 
 from siftlib.search.hits import Hit  # noqa: E402
 from siftlib.store import sqlite as store_module  # noqa: E402
-from siftlib.store.base import cache_key  # noqa: E402
 from siftlib.store.factory import open_store  # noqa: E402
 from siftlib.store.sqlite import open_sqlite  # noqa: E402
 
-NOW = 1_764_475_200.0
-DAY = "2025-11-30"
 HITS = [
     Hit(
         url=f"https://docs.example.org/section/{i}/page-about-something",
@@ -49,14 +50,7 @@ HITS = [
 
 
 def key(n: int) -> str:
-    return cache_key(
-        query=f"benchmark query number {n}",
-        sources=["searxng", "tavily"],
-        k=8,
-        merge="rrf",
-        hour_bucket="2025-11-30T04",
-        caller_class="fleet",
-    )
+    return storekit.key(f"benchmark query number {n}")
 
 
 def median_us(samples: list[int]) -> float:

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fetchkit import TESTDATA_FETCH, Listener, PageServer, hang, page
-from gatewaykit import FakeUpstream, Gateway, call, gateway, searxng_body
+from bodykit import TESTDATA_FETCH, searxng_body
+from fetchkit import Listener, PageServer, hang, page
+from gatewaykit import FakeUpstream, Gateway, call, gateway
 
 from siftlib.config import FetchConfig
 

@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fetchkit import TESTDATA_FETCH, Listener, PageServer, page, redirect
-from gatewaykit import FakeUpstream, Gateway, call, fixture_bytes, gateway
+from bodykit import TESTDATA_FETCH, fixture_bytes
+from fetchkit import Listener, PageServer, page, redirect
+from gatewaykit import FakeUpstream, Gateway, call, gateway
 
 from siftlib.config import FetchConfig
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from clockkit import Clock
+
 from siftlib.skills.cache import SessionCache
 from siftlib.skills.decide import Decision, Outcome, Reason
 
@@ -9,16 +11,8 @@ ACCEPTED = Outcome(Decision.ACCEPTED, Reason.WINNER, (1, 0))
 NO_MATCH = Outcome(Decision.NO_MATCH, Reason.NO_MATCH_WINNER)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def make(max_entries: int = 4, ttl_ms: int = 1000) -> tuple[SessionCache, Clock]:
-    clock = Clock()
+    clock = Clock(1000.0)
     return SessionCache(max_entries=max_entries, ttl_ms=ttl_ms, clock=clock), clock
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clockkit import Clock
 
 from siftlib.net.deadline import DeadlineClock
 from siftlib.skills.catalog import Catalog
@@ -45,14 +46,6 @@ WAIT_LIMIT = 30.0
 # The longest timeout allowed, for the tests not about the deadline: it also covers setting up
 # the HTTP client on the first search, which a loaded machine can stretch past the 1 s default.
 PATIENT_MS = 10_000
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 50.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Recorder:
@@ -90,7 +83,7 @@ class Session:
         self, fake: FakeSystemOne, deadline_clock: DeadlineClock | None = None, **settings: Any
     ) -> None:
         self.fake = fake
-        self.clock = Clock()
+        self.clock = Clock(50.0)
         self.recorder = Recorder()
         settings.setdefault("timeout_ms", PATIENT_MS)
         self.settings = RerankSettings(enabled=True, **settings)

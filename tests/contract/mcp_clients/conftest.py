@@ -16,7 +16,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
-from gatewaykit import fixture_bytes, write_config
+from bodykit import fixture_bytes
+from gatewaykit import write_config
 from pytest_httpserver import HTTPServer
 
 from .kit import CATALOG, REPO, SIFT, GatedSearxng, Setup
