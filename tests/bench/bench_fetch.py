@@ -315,7 +315,8 @@ def normal_page_latency() -> None:
 
 def search_during_hostile_scrapes(scrapes: int = 32) -> None:
     """Search latency while `scrapes` scrapes of a 250,000-link page run at once."""
-    from gatewaykit import FakeUpstream, call, gateway, searxng_body
+    from bodykit import searxng_body
+    from gatewaykit import FakeUpstream, call, gateway
 
     searxng = FakeUpstream(searxng_body(5))
     body = hostile_links(250_000)
