@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from siftlib import __version__
 from siftlib.errors import ConfigError
 from siftlib.lazylog import LazyLogger
-from siftlib.search.query import MAX_K
+from siftlib.query import MAX_K
 
 SOURCE_ORDER = ("searxng", "brave_llm", "tavily")
 PAID_SOURCES = ("brave_llm", "tavily")
@@ -428,7 +428,7 @@ def _fetch_config(table: _Table) -> FetchConfig:
         raise table.error("timeout", "must be at most 60s")
     allow = table.get("allow", list, [])
     if allow:
-        from siftlib.fetch.pinholes import parse_pinhole  # data only: no HTTP stack, no guard
+        from siftlib.net.pinholes import parse_pinhole  # data only: no HTTP stack, no guard
     for entry in allow:
         try:
             hole = parse_pinhole(entry if isinstance(entry, str) else "")

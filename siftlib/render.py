@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from siftlib.search.hits import Hit
+    from siftlib.hits import Hit
 
 
 def terminal_hits(hits: Sequence[Hit]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from clockkit import HOUR
 
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 from siftlib.store.base import cache_key
 
 HITS = (

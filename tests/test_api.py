@@ -11,7 +11,7 @@ from siftlib import __version__
 from siftlib.errors import QueryError
 from siftlib.gateway import api, wire
 from siftlib.gateway.api import Rejected
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 from siftlib.search.pipeline import SearchRequest, SearchResponse
 
 

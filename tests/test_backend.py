@@ -10,7 +10,7 @@ from siftlib.backend import GatewayBackend, LocalBackend, open_backend
 from siftlib.errors import ConfigError
 from siftlib.fetch.fetcher import FetchRequest, FetchResult
 from siftlib.gateway.client import fetch_result, search_response
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 from siftlib.search.pipeline import SearchRequest, SearchResponse
 from siftlib.search.sources import QueryNotes
 

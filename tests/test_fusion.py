@@ -1,7 +1,7 @@
 """Fusion orders computed by hand (search.md §4 step 5)."""
 
+from siftlib.hits import Hit
 from siftlib.search.fusion import concatenate, fuse
-from siftlib.search.hits import Hit
 
 ORDER = ("searxng", "brave_llm", "tavily")
 

@@ -10,7 +10,7 @@ import pytest
 from clockkit import NOW
 from storekit import HITS, key
 
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 from siftlib.store.base import Cached, Reservation
 from siftlib.store.factory import open_store
 from siftlib.store.recent import RecentHits

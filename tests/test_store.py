@@ -17,7 +17,7 @@ from gatewaykit import wait_until
 from storekit import HITS, key
 
 from siftlib.errors import StoreError
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 from siftlib.store import sqlite as store_module
 from siftlib.store.base import Reservation
 from siftlib.store.sqlite import SQLiteStore, open_sqlite

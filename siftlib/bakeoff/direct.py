@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 from siftlib.search.pipeline import Searcher
 from siftlib.search.sources import tavily
 

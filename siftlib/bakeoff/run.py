@@ -54,9 +54,9 @@ from siftlib.bakeoff.rundir import (
 from siftlib.bakeoff.score import parse_target
 from siftlib.config import PAID_SOURCES
 from siftlib.errors import BakeoffError, NoResultsError, QueryError
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
+from siftlib.query import MAX_QUERY_CHARS
 from siftlib.search.pipeline import Searcher, SearchRequest
-from siftlib.search.query import MAX_QUERY_CHARS
 
 SKIPPED = "max credits"
 _WHY = {"disabled": "source disabled"}

@@ -104,8 +104,8 @@ def _run(args: argparse.Namespace) -> int:
     from siftlib.config import load_config
     from siftlib.errors import BakeoffError, QueryError
     from siftlib.lazylog import configure_cli
+    from siftlib.query import MAX_K, check_k
     from siftlib.search.pipeline import open_searcher
-    from siftlib.search.query import MAX_K, check_k
 
     configure_cli()
     config = load_config(args.config)

@@ -38,9 +38,9 @@ from typing import Any
 from siftlib import __version__
 from siftlib.gateway import wire
 from siftlib.gateway.memo import EntryMemo
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
+from siftlib.query import check_k
 from siftlib.search.pipeline import SearchRequest, SearchResponse
-from siftlib.search.query import check_k
 
 FIRECRAWL_DEFAULT_LIMIT = 5
 FIRECRAWL_MAX_LIMIT = 20

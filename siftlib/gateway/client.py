@@ -195,7 +195,7 @@ def fetch_remote(
 
 def search_response(envelope: Mapping[str, Any]) -> SearchResponse:
     """Return a native search envelope read back into the pipeline's typed answer."""
-    from siftlib.search.hits import Hit
+    from siftlib.hits import Hit
     from siftlib.search.pipeline import SearchResponse
     from siftlib.search.sources import QueryNotes
 

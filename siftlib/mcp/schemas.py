@@ -6,7 +6,7 @@
 Each tool has a title, a description written for a model, an input schema (JSON Schema
 2020-12, closed, every default written as the property's `default`), an output schema and
 annotations (mcp.md §3). The query's length is the search pipeline's own rule
-(`siftlib.search.query`); `limit` is MCP's (1–20, mcp.md §3), not the native API's `k`.
+(`siftlib.query`); `limit` is MCP's (1–20, mcp.md §3), not the native API's `k`.
 
 `check_arguments` knows the few keywords these schemas use (types, bounds, enums, `required`,
 `additionalProperties: false`, defaults): a call that breaks them is a tool error the model
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from siftlib.mcp.protocol import ArgumentError, Tool, ToolResult
-from siftlib.search.query import MAX_QUERY_CHARS
+from siftlib.query import MAX_QUERY_CHARS
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 FETCH_FORMATS = ("markdown", "text", "links")

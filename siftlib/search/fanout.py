@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from siftlib.errors import Cancelled
+from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
-from siftlib.search.hits import Hit
 from siftlib.search.sources import SOURCES, BadResponse, QueryNotes, Source, Unresponsive
 
 if TYPE_CHECKING:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from siftlib.hits import Hit
 from siftlib.search.canonical_url import canonical_url
-from siftlib.search.hits import Hit
 
 RRF_K = 60
 

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
 from siftlib.errors import Cancelled, NoResultsError, StoreError
+from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
 from siftlib.metrics import Metrics
 from siftlib.net.deadline import DeadlineClock
+from siftlib.query import check_k, normalise_query
 from siftlib.search.accounting import Accounts
 from siftlib.search.fanout import FanOut, SourceOutcome
 from siftlib.search.health import Health
-from siftlib.search.hits import Hit
 from siftlib.search.plan import choose_sources, merge_mode, search_key, utc_day
-from siftlib.search.query import check_k, normalise_query
 from siftlib.search.sources import QueryNotes
 from siftlib.store.factory import open_configured_store
 

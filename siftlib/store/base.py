@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from typing import Literal, NamedTuple, Protocol
 
 from siftlib.errors import StoreError
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 
 _FIELDS = ("url", "title", "snippet", "score", "source")
 _OPTIONAL = {"published": None, "engines": 0}

@@ -18,7 +18,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 from siftlib.store.base import Cached, Reservation, Store, expiry
 
 ENTRIES = 1024

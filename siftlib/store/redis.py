@@ -72,8 +72,8 @@ from redis.retry import Retry
 
 from siftlib.config import SOURCE_ORDER
 from siftlib.errors import StoreError
+from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
-from siftlib.search.hits import Hit
 from siftlib.store.base import Cached, decode_hits, encode_hits, expiry
 from siftlib.store.ledger import Floor, Ledger, LedgerCaps, Slot, Unavailable
 

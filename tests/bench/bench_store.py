@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import storekit  # noqa: E402
 from clockkit import DAY, NOW  # noqa: E402
 
-from siftlib.search.hits import Hit  # noqa: E402
+from siftlib.hits import Hit  # noqa: E402
 from siftlib.store import sqlite as store_module  # noqa: E402
 from siftlib.store.factory import open_store  # noqa: E402
 from siftlib.store.sqlite import open_sqlite  # noqa: E402

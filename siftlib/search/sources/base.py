@@ -22,7 +22,7 @@ import math
 import re
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from siftlib.search.hits import Hit
+from siftlib.hits import Hit
 
 if TYPE_CHECKING:
     import httpx

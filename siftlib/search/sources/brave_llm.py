@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from siftlib.hits import Hit, iso_date
 from siftlib.search.canonical_url import canonical_url
-from siftlib.search.hits import Hit, iso_date
 from siftlib.search.sources.base import Answer, BadResponse, Source, is_url, load_object, text
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from siftlib.search.hits import Hit, iso_date
+from siftlib.hits import Hit, iso_date
 from siftlib.search.sources.base import (
     Answer,
     QueryNotes,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from siftlib.search.hits import Hit, iso_date
+from siftlib.hits import Hit, iso_date
 from siftlib.search.sources.base import (
     Answer,
     BadResponse,
