@@ -19,22 +19,22 @@ MAX_K = 50
 def normalise_query(query: object) -> str:
     """Return the query as sent upstream: trimmed, whitespace runs collapsed; or raise."""
     if not isinstance(query, str):
-        raise QueryError("invalid query: the query must be a string")
+        raise QueryError.because("the query must be a string")
     text = " ".join(query.split())
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            raise QueryError("invalid query: the query is not valid Unicode text") from None
+            raise QueryError.because("the query is not valid Unicode text") from None
     if not text:
-        raise QueryError("invalid query: the query is empty")
+        raise QueryError.because("the query is empty")
     if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(f"invalid query: the query is over {MAX_QUERY_CHARS} characters")
+        raise QueryError.because(f"the query is over {MAX_QUERY_CHARS} characters")
     return text
 
 
 def check_k(k: object) -> int:
     """Return `k` when it is an integer from 1 to `MAX_K`, else raise `QueryError`."""
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise QueryError(f"invalid query: k must be an integer from 1 to {MAX_K}")
+        raise QueryError.because(f"k must be an integer from 1 to {MAX_K}")
     return k

@@ -13,8 +13,23 @@ import pytest
 from gatewaykit import FakeUpstream, Gateway, gateway
 
 from siftlib.cli import main
-from siftlib.errors import AuthError, NoResultsError, QueryError, UnreachableError
-from siftlib.gateway.client import search_remote
+from siftlib.errors import (
+    AuthError,
+    Blocked,
+    BlockedBySite,
+    FetchFailed,
+    InvalidRequest,
+    InvalidURL,
+    NoResultsError,
+    QueryError,
+    SiftError,
+    UnreachableError,
+    UnreadableContent,
+    UnsupportedContent,
+    UnsupportedOption,
+)
+from siftlib.gateway.client import fetch_remote, search_remote
+from siftlib.gateway.scrape import failure
 
 TOKEN = "tok-client-5c6d7e8f"
 
@@ -237,6 +252,46 @@ def test_search_remote_maps_each_status_to_one_error(
         assert raised.value.warnings == ["tavily: 429"]  # type: ignore[attr-defined]
     if error is QueryError and status == 400:
         assert str(raised.value) == "invalid query: k must be an integer from 1 to 50"
+
+
+FETCH_FAILURES = [
+    Blocked("address", "blocked: 127.0.0.1 is a loopback address"),
+    UnsupportedContent("image/png"),
+    UnreadableContent("the PDF is encrypted"),
+    BlockedBySite("a Cloudflare challenge", 503),
+    FetchFailed("deadline", "fetch failed: deadline (converting the page)"),
+    FetchFailed("dns"),
+    InvalidURL("invalid url: url must be a non-empty string"),
+    InvalidRequest("invalid request: format must be one of markdown, text, html, links"),
+    UnsupportedOption("unsupported option: json"),
+]
+
+
+@pytest.mark.parametrize("sent", FETCH_FAILURES, ids=lambda exc: type(exc).__name__)
+def test_fetch_remote_reads_each_error_back_by_its_code(sent: SiftError) -> None:
+    status, payload = failure(sent, firecrawl=False)
+    fake = FakeUpstream(json.dumps(payload).encode(), status=status)
+    try:
+        with pytest.raises(SiftError) as raised:
+            fetch_remote(fake.url, "tok", {"url": "https://example.org/"}, timeout=10)
+    finally:
+        fake.close()
+    got = raised.value
+    assert type(got) is type(sent)
+    assert str(got) == payload["error"]
+    assert got.code == sent.code == payload["code"]  # type: ignore[attr-defined]
+    if isinstance(sent, BlockedBySite):
+        assert isinstance(got, BlockedBySite) and got.status == 503
+
+
+def test_fetch_remote_takes_an_unknown_400_as_the_servers_sentence() -> None:
+    body = b'{"error": "bad request: the body is shorter than its Content-Length"}'
+    fake = FakeUpstream(body, status=400)
+    try:
+        with pytest.raises(QueryError, match="^bad request: the body is shorter"):
+            fetch_remote(fake.url, None, {"url": "https://example.org/"}, timeout=10)
+    finally:
+        fake.close()
 
 
 def test_search_remote_sends_no_authorization_without_a_token() -> None:

@@ -8,8 +8,21 @@ from typing import Any
 
 import pytest
 
+from siftlib.errors import (
+    Blocked,
+    BlockedBySite,
+    FetchFailed,
+    InvalidRequest,
+    InvalidURL,
+    NoResultsError,
+    QueryError,
+    SiftError,
+    UnreadableContent,
+    UnsupportedContent,
+    UnsupportedOption,
+)
 from siftlib.fetch.fetcher import FetchRequest, FetchResult
-from siftlib.gateway import scrape, wire
+from siftlib.gateway import api, scrape, wire
 
 
 def stored(content: str = "# Tram\n\nThe council voted.", **changes: Any) -> FetchResult:
@@ -107,4 +120,54 @@ def test_as_hit_leaves_the_stored_entry_as_it_was() -> None:
 def test_the_request_of_a_scrape_is_unchanged_by_the_encoding() -> None:
     assert asked("markdown", "links").fetch == FetchRequest(
         url="https://news.example/tram", format="markdown", also=("links",), caller="agent"
+    )
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "code"),
+    [
+        (Blocked("address", "blocked: 10.0.0.1 is a private address"), 400, "blocked"),
+        (BlockedBySite("a CAPTCHA wall", 429), 403, "blocked by the site"),
+        (UnsupportedContent("image/png"), 415, "unsupported content type"),
+        (UnreadableContent("the PDF has no text layer"), 415, "unsupported content"),
+        (FetchFailed("deadline"), 408, "deadline"),
+        (FetchFailed("tls"), 500, "fetch failed"),
+        (InvalidURL("invalid url: ftp is not http(s)"), 400, "invalid url"),
+        (
+            InvalidRequest("invalid request: max_chars must be a positive integer"),
+            400,
+            "invalid request",
+        ),
+        (UnsupportedOption("unsupported option: actions"), 400, "unsupported option"),
+        (QueryError.because("the query is empty"), 400, "invalid query"),
+        (NoResultsError.because("every source failed"), 422, "no search results"),
+    ],
+)
+def test_one_table_gives_each_errors_status_by_its_code(
+    exc: SiftError, status: int, code: str
+) -> None:
+    assert exc.code == code  # type: ignore[attr-defined]
+    assert api.ERROR_STATUS[code] == status
+    if isinstance(exc, NoResultsError):
+        return  # a search's: its body is the search routes' (test_api)
+    for firecrawl in (False, True):
+        answered, body = scrape.failure(exc, firecrawl=firecrawl)
+        assert (answered, body["code"]) == (status, code)
+        assert body["error"] == (
+            f"fetch failed: {exc.kind}" if isinstance(exc, FetchFailed) else str(exc)
+        )
+        assert ("success" in body) is firecrawl
+
+
+def test_a_search_error_keeps_its_reason_apart_from_its_label() -> None:
+    exc = QueryError.because("k must be an integer from 1 to 50")
+    assert str(exc) == "invalid query: k must be an integer from 1 to 50"
+    assert exc.reason == "k must be an integer from 1 to 50"
+    plain = QueryError("--max-chars must be a positive number")
+    assert plain.reason == str(plain)
+    failed = NoResultsError.because("every source failed", ["tavily: 429"])
+    assert (str(failed), failed.reason, failed.warnings) == (
+        "no search results: every source failed",
+        "every source failed",
+        ["tavily: 429"],
     )

@@ -53,6 +53,21 @@ ROUTES = {
     "/metrics": ("GET",),
 }
 FETCH_ROUTES = frozenset(("/v1/fetch", "/v2/scrape"))
+# What an error becomes, by the `code` it carries (`siftlib.errors`): one status on every
+# route and in both dialects, native and Firecrawl's.
+ERROR_STATUS = {
+    "invalid query": HTTPStatus.BAD_REQUEST,
+    "invalid url": HTTPStatus.BAD_REQUEST,
+    "invalid request": HTTPStatus.BAD_REQUEST,
+    "unsupported option": HTTPStatus.BAD_REQUEST,
+    "blocked": HTTPStatus.BAD_REQUEST,
+    "blocked by the site": HTTPStatus.FORBIDDEN,
+    "deadline": HTTPStatus.REQUEST_TIMEOUT,
+    "unsupported content type": HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+    "unsupported content": HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
+    "no search results": HTTPStatus.UNPROCESSABLE_ENTITY,
+    "fetch failed": HTTPStatus.INTERNAL_SERVER_ERROR,
+}
 
 
 class Rejected(Exception):
@@ -228,14 +243,6 @@ def error_headers(exc: Rejected, *, route: str) -> dict[str, str]:
     if exc.status == HTTPStatus.METHOD_NOT_ALLOWED:
         return {"Allow": ", ".join(ROUTES[route])}
     return {}
-
-
-def why(exc: Exception) -> str:
-    """Return an error's sentence without the label the error field already carries."""
-    text = str(exc)
-    for label in ("invalid query: ", "no search results: "):
-        text = text.removeprefix(label)
-    return text
 
 
 def _query(body: Mapping[str, Any]) -> str:

@@ -16,20 +16,24 @@ gateway sees its client hang up and cancels the work (`siftlib.gateway.hangup`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from siftlib.errors import (
     AuthError,
     Blocked,
+    BlockedBySite,
     Cancelled,
     FetchFailed,
     InvalidRequest,
     InvalidURL,
     NoResultsError,
     QueryError,
+    SiftError,
     UnreachableError,
+    UnreadableContent,
     UnsupportedContent,
+    UnsupportedOption,
 )
 
 if TYPE_CHECKING:
@@ -127,7 +131,7 @@ def _blocked_by_site(response: Any) -> bool:
         payload = response.json()
     except ValueError:
         return False
-    return isinstance(payload, dict) and payload.get("code") == "blocked by the site"
+    return isinstance(payload, dict) and payload.get("code") == BlockedBySite.code
 
 
 def _reason(response: Any, fallback: str) -> str:
@@ -162,9 +166,10 @@ def fetch_remote(
 ) -> dict[str, Any]:
     """Fetch a page through a sift server (`POST /v1/fetch`); return its native envelope.
 
-    The server's refusals come back as the library's errors: `blocked`, `blocked by the
-    site` and `unsupported content` → `Blocked`, 415 → `UnsupportedContent`, 408/500 →
-    `FetchFailed`, 400 → `QueryError`.
+    The server's refusals come back as the library's errors, by the `code` its answer
+    carries (`_FETCH_ERRORS`), each with the server's sentence and code: `blocked` and its
+    kinds → `Blocked` and its subclasses, `deadline` and `fetch failed` → `FetchFailed`,
+    the request's faults → `QueryError`s (and any other 400/413).
     """
     response = _post(url, "/v1/fetch", token, body, timeout=timeout, cancel=cancel)
     status = response.status_code
@@ -174,23 +179,32 @@ def fetch_remote(
         payload = None
     if not isinstance(payload, dict):
         raise UnreachableError(f"{url} did not answer like a sift server ({status})")
-    error = str(payload.get("error", ""))
-    code = payload.get("code")
     if status == 200 and isinstance(payload.get("content"), str):
         return payload
-    if code in ("blocked", "blocked by the site", "unsupported content"):
-        raise Blocked("remote", error)
-    if status == 415:
-        raise UnsupportedContent(error.removeprefix("unsupported content type: "))
+    error, code = payload.get("error"), payload.get("code")
+    error = error if isinstance(error, str) else ""
+    make = _FETCH_ERRORS.get(code) if isinstance(code, str) else None
+    if make is not None:
+        raise make(error or str(code), payload)
     if status in (400, 413) and error:
-        kinds: dict[object, type[QueryError]] = {
-            InvalidURL.code: InvalidURL,
-            InvalidRequest.code: InvalidRequest,
-        }
-        raise kinds.get(code, QueryError)(error)  # the server's own sentence, its code kept
-    if status in (408, 500) and code in ("deadline", "fetch failed"):
-        raise FetchFailed(error.removeprefix("fetch failed: ") or "failed", error or None)
+        raise QueryError(error)  # a malformed head or body: the server's own sentence
     raise UnreachableError(f"the sift server at {url} answered {status}")
+
+
+# A `/v1/fetch` error answer's code → the error it is here, with the server's sentence (what
+# the sentence names apart, a media type or a failed step, is not on the wire on its own).
+_FETCH_ERRORS: dict[str, Callable[[str, Mapping[str, Any]], SiftError]] = {
+    Blocked.code: lambda error, _: Blocked("remote", error),
+    BlockedBySite.code: lambda error, body: BlockedBySite("", _count(body.get("status")), error),
+    UnreadableContent.code: lambda error, _: UnreadableContent("", error),
+    UnsupportedContent.code: lambda error, _: UnsupportedContent("", error),
+    QueryError.code: lambda error, _: QueryError(error),
+    InvalidURL.code: lambda error, _: InvalidURL(error),
+    InvalidRequest.code: lambda error, _: InvalidRequest(error),
+    UnsupportedOption.code: lambda error, _: UnsupportedOption(error),
+    "deadline": lambda error, _: FetchFailed("deadline", error),
+    "fetch failed": lambda error, _: FetchFailed("remote", error),
+}
 
 
 def search_response(envelope: Mapping[str, Any]) -> SearchResponse:

@@ -5,9 +5,10 @@
 
 A route's methods are the contract's (`api.ROUTES`); `ENDPOINTS` names the function serving
 it and whether it needs a caller token (only `/healthz` does not). Errors map to statuses in
-`rejection`, the same for both dialects: `api.error_payload` shapes the body (Firecrawl's
-`success: false` on `/v2/` paths). The fetch routes answer their own failures (`scrape.failure`),
-since a refused or failed page is an answer with a body of its own (fetch.md §4.2).
+`rejection` by the code each error carries (`api.ERROR_STATUS`), the same for both dialects:
+`api.error_payload` shapes the body (Firecrawl's `success: false` on `/v2/` paths). The fetch
+routes shape their own failures' bodies (`scrape.failure`, by the same table), since a refused
+or failed page is an answer with a body of its own (fetch.md §4.2).
 """
 
 from __future__ import annotations
@@ -151,10 +152,10 @@ def rejection(exc: Exception, *, route: str) -> Rejected:
     if isinstance(exc, wire.BadHead):
         return Rejected(exc.status, exc.error, exc.details)
     if isinstance(exc, QueryError):
-        return Rejected(HTTPStatus.BAD_REQUEST, "invalid query", api.why(exc))
+        return Rejected(api.ERROR_STATUS[exc.code], exc.code, exc.reason)
     if isinstance(exc, NoResultsError):
-        status = HTTPStatus.UNPROCESSABLE_ENTITY
-        return Rejected(status, "no search results", api.why(exc), warnings=exc.warnings)
+        status = api.ERROR_STATUS[exc.code]
+        return Rejected(status, exc.code, exc.reason, warnings=exc.warnings)
     # Anything else is ours: logged by type only (its text may carry an upstream's words).
     log.error("internal error on %s: %s", route, type(exc).__name__)
     return Rejected(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error")

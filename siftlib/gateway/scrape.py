@@ -53,12 +53,11 @@ from siftlib.errors import (
     InvalidRequest,
     InvalidURL,
     QueryError,
-    UnreadableContent,
-    UnsupportedContent,
+    UnsupportedOption,
 )
 from siftlib.fetch import filters
 from siftlib.fetch.fetcher import FetchRequest, FetchResult
-from siftlib.gateway import wire
+from siftlib.gateway import api, wire
 from siftlib.gateway.memo import EntryMemo
 
 __all__ = [
@@ -87,12 +86,6 @@ FIRECRAWL_FORMATS = {
     "rawHtml": "raw_html",
     "links": "links",
 }
-
-
-class UnsupportedOption(QueryError):
-    """The request asks for a Firecrawl feature sift does not offer."""
-
-    code = "unsupported option"
 
 
 @dataclass(frozen=True)
@@ -316,39 +309,30 @@ def _firecrawl_answer(
 
 
 def failure(exc: Exception, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
-    """Return the status and body answering a fetch that ended in `exc`."""
-    if isinstance(exc, BlockedBySite):
-        return _blocked_by_site(exc, firecrawl=firecrawl)
-    if isinstance(exc, UnreadableContent):
-        status, code, error = 415, "unsupported content", str(exc)
-    elif isinstance(exc, UnsupportedContent):
-        status, code, error = 415, "unsupported content type", str(exc)
-    elif isinstance(exc, Blocked):
-        status, code, error = 400, "blocked", str(exc)
-    elif isinstance(exc, QueryError):  # invalid query, url or request; unsupported option
-        status, code, error = 400, exc.code, str(exc)
-    elif isinstance(exc, FetchFailed) and exc.kind == "deadline":
-        status, code, error = 408, "deadline", "fetch failed: deadline"
-    elif isinstance(exc, FetchFailed):
-        status, code, error = 500, "fetch failed", f"fetch failed: {exc.kind}"
-    else:
+    """Return the status and body answering a fetch that ended in `exc`, by its code."""
+    if not isinstance(exc, Blocked | FetchFailed | QueryError):
         raise exc
-    details = _DETAILS.get(code) or wire.details_for(status)
-    payload: dict[str, Any] = {"error": error, "code": code, "details": details}
+    status = api.ERROR_STATUS[exc.code]
+    if isinstance(exc, BlockedBySite):
+        return status, _blocked_by_site(exc, firecrawl=firecrawl)
+    # A failed fetch says the step (its kind), never the text of what failed there.
+    error = f"fetch failed: {exc.kind}" if isinstance(exc, FetchFailed) else str(exc)
+    details = _DETAILS.get(exc.code) or wire.details_for(status)
+    payload: dict[str, Any] = {"error": error, "code": exc.code, "details": details}
     return status, ({"success": False, **payload} if firecrawl else payload)
 
 
-def _blocked_by_site(exc: BlockedBySite, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
-    """A challenge page: 403 (the SDK's "website not supported"), with the site's own status."""
+def _blocked_by_site(exc: BlockedBySite, *, firecrawl: bool) -> dict[str, Any]:
+    """A challenge page (a 403: the SDK's "website not supported"), with the site's own status."""
     payload: dict[str, Any] = {
         "error": str(exc),
-        "code": "blocked by the site",
+        "code": exc.code,
         "details": "the site answered with a challenge or block page, not the content",
     }
     if not firecrawl:
-        return 403, {**payload, "status": exc.status}
+        return {**payload, "status": exc.status}
     metadata = {"statusCode": exc.status}
-    return 403, {"success": False, **payload, "metadata": metadata, "data": {"metadata": metadata}}
+    return {"success": False, **payload, "metadata": metadata, "data": {"metadata": metadata}}
 
 
 def _url(body: Mapping[str, Any]) -> str:

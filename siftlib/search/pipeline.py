@@ -267,7 +267,7 @@ class Searcher:
         reservations = self.accounts.reserve_all(planned, day, warnings, skipped)
         if not reservations:
             _log(request, query, [], 0, "miss", 0)
-            raise NoResultsError("no search results: no source could be called", warnings)
+            raise NoResultsError.because("no source could be called", warnings)
 
         outcomes = self.fanout.run(list(reservations), query, k, started, cancel)
         by_source: dict[str, Sequence[Hit]] = {}
@@ -291,7 +291,7 @@ class Searcher:
         ok = [name for name in planned if name not in failed]
         if not ok:
             _log(request, query, planned, 0, "miss", 0)
-            raise NoResultsError("no search results: every source failed", warnings)
+            raise NoResultsError.because("every source failed", warnings)
 
         from siftlib.search import fusion  # a cache hit merges nothing
 
