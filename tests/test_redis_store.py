@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
+from hashlib import sha1
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from siftlib.errors import StoreError
 from siftlib.store import redis as redis_store
 from siftlib.store.base import Cached
 from siftlib.store.redis import RedisStore, open_redis_store
+from siftlib.store.redis_counter import _ADJUST, _BOOK
 
 
 def spend(store: RedisStore, *, cap: int) -> str | None:
@@ -117,7 +119,7 @@ def test_the_scripts_are_sent_in_full_when_the_server_forgot_them(
         assert reservation is not None
         store.settle(reservation, actual=2)
         assert client.get("sift:cap:tavily:2025-11-30") == b"2"
-        shas = [script._sha for script in (store._book, store._adjust)]
+        shas = [sha1(source.encode()).hexdigest() for source in (_BOOK, _ADJUST)]
         assert client.script_exists(*shas) == [True, True]  # EVAL cached them for EVALSHA
 
 

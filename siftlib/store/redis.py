@@ -22,9 +22,10 @@ Decisions (store.md §2, and where it is silent):
   partitions stay apart), as `<expires> <the SQLite value>`: the protocol hands the expiry
   back, and the caller's clock decides it as it does for SQLite; `<prefix>fill:<cache key>`
   the fill lock.
-- Caps: the shared `Ledger` (`siftlib.store.ledger`) on two Lua scripts, each over one counter
-  and its record in the same Cluster hash slot (so they run unchanged on a Redis Cluster), sent
-  by EVALSHA and by EVAL when the server answers NOSCRIPT. Booking (a reserve, and the hand-over
+- Caps: the shared `Ledger` (`siftlib.store.ledger`) on two Lua scripts
+  (`siftlib.store.redis_counter`), each over one counter and its record in the same Cluster
+  hash slot (so they run unchanged on a Redis Cluster), sent by EVALSHA and by EVAL when the
+  server answers NOSCRIPT. Booking (a reserve, and the hand-over
   of what a gateway owes) creates the counter with a 48 h TTL, set once: past the next
   midnight whenever in its day it was created, whatever clock the caller uses, and long
   enough for a settle in flight at midnight. Adjusting (a settle or release) changes only an
@@ -58,8 +59,6 @@ Decisions (store.md §2, and where it is silent):
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -70,12 +69,12 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from siftlib.config import SOURCE_ORDER
 from siftlib.errors import StoreError
 from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
 from siftlib.store.base import Cached, decode_hits, encode_hits, expiry
-from siftlib.store.ledger import Floor, Ledger, LedgerCaps, Slot, Unavailable
+from siftlib.store.ledger import Ledger, LedgerCaps, Slot, Unavailable
+from siftlib.store.redis_counter import RedisCounter
 
 log = LazyLogger("sift")
 
@@ -88,83 +87,7 @@ RETRY_AFTER = 1.0
 LATE_LIMIT = 3
 FILL_WAIT = 1.0
 FILL_POLL = 0.01
-COUNTER_TTL = 48 * 3600
 SETTLE_AFTER = 2.0
-
-# KEYS[1] the day's counter, KEYS[2] its record; ARGV credits, cap, ttl, the caller's floor
-# and its epoch, a new epoch, then an id and a delta for each adjustment owed. A counter gone
-# while the caller saw a total is re-created from that floor in the new epoch; a floor seen
-# in an earlier epoch than the counter's raises it by what it knew more, once. Each owed id
-# is applied once; then the credits are added only under the cap.
-_BOOK = """
-local raw = redis.call('GET', KEYS[1])
-local used = tonumber(raw or '0')
-local floor = tonumber(ARGV[4])
-local epoch = ''
-if not raw then
-  if floor > 0 then
-    used = floor
-    epoch = ARGV[6]
-    redis.call('HSET', KEYS[2], 'floor', floor, 'epoch', epoch)
-  end
-elseif floor > 0 then
-  local kept = redis.call('HMGET', KEYS[2], 'floor', 'epoch')
-  if kept[2] then
-    epoch = kept[2]
-    if epoch ~= ARGV[5] and floor > tonumber(kept[1]) then
-      used = used + floor - tonumber(kept[1])
-      redis.call('HSET', KEYS[2], 'floor', floor)
-    end
-  end
-end
-for i = 7, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[2], ARGV[i], 1) == 1 then
-    used = used + tonumber(ARGV[i + 1])
-  end
-end
-if epoch ~= '' or #ARGV > 6 then
-  redis.call('EXPIRE', KEYS[2], ARGV[3])
-end
-used = math.max(used, 0)
-local granted = 0
-if used + tonumber(ARGV[1]) <= tonumber(ARGV[2]) then
-  used = used + tonumber(ARGV[1])
-  granted = 1
-end
-if not raw then
-  redis.call('SET', KEYS[1], used, 'EX', ARGV[3])
-elseif used ~= tonumber(raw) then
-  redis.call('SET', KEYS[1], used, 'KEEPTTL')
-end
-return {granted, used, epoch}
-"""
-# KEYS[1] the day's counter, KEYS[2] its record; ARGV id, delta, ttl. Nil when the counter is
-# gone; the total unchanged when the id was applied already.
-_ADJUST = """
-local raw = redis.call('GET', KEYS[1])
-if not raw then return false end
-if redis.call('HSETNX', KEYS[2], ARGV[1], 1) == 0 then return tonumber(raw) end
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-local total = math.max(tonumber(raw) + tonumber(ARGV[2]), 0)
-redis.call('SET', KEYS[1], total, 'KEEPTTL')
-return total
-"""
-
-
-class _Script:
-    """A Lua script sent by its SHA1, and in full when the server does not know it."""
-
-    def __init__(self, client: redis.Redis, source: str) -> None:
-        self._client = client
-        self._source = source
-        self._sha = hashlib.sha1(source.encode()).hexdigest()
-
-    def __call__(self, keys: tuple[str, str], *args: int | str) -> object:
-        try:
-            return self._client.evalsha(self._sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            # EVAL runs it and caches it on the server, so the next EVALSHA finds it.
-            return self._client.eval(self._source, len(keys), *keys, *args)
 
 
 class RedisStore(LedgerCaps):
@@ -186,13 +109,11 @@ class RedisStore(LedgerCaps):
         self.fallback_share = fallback_share
         self._fill_ms = max(1, round(fill_timeout * 1000))
         self._fill_wait = fill_wait
-        self._book = _Script(client, _BOOK)
-        self._adjust = _Script(client, _ADJUST)
         self._state = threading.Lock()
         self._problem: str | None = None
         self._retry_at = 0.0
         self._late = 0  # operations timed out in a row
-        self._ledger = Ledger(_Counters(self), share=fallback_share, settle_after=SETTLE_AFTER)
+        self._ledger = Ledger(RedisCounter(self), share=fallback_share, settle_after=SETTLE_AFTER)
 
     @property
     def problem(self) -> str | None:
@@ -323,61 +244,6 @@ class RedisStore(LedgerCaps):
             problem,
             self.where,
         )
-
-
-class _Counters:
-    """The cap counters on the server as the ledger's counter (`siftlib.store.ledger.Counter`)."""
-
-    def __init__(self, store: RedisStore) -> None:
-        self._store = store
-
-    def book(
-        self,
-        slot: Slot,
-        *,
-        credits: int,
-        cap: int,
-        floor: Floor,
-        ops: Sequence[tuple[str, int]],
-    ) -> tuple[bool, int, str]:
-        """Run the booking script: the floor, owed ops once each, then credits under the cap."""
-        store = self._store
-        args: list[int | str] = [credits, cap, COUNTER_TTL, floor.total, floor.epoch]
-        args.append(os.urandom(8).hex() if floor.total > 0 else "")  # the epoch if it re-creates
-        for ident, delta in ops:
-            args += [ident, delta]
-        answer = store._call(lambda client: store._book(store._cap_keys(slot), *args))
-        granted, total, epoch = cast(list[int | bytes], answer)
-        return bool(granted), int(total), cast(bytes, epoch).decode()
-
-    def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
-        """Run the adjusting script: one op, once, on an existing counter."""
-        store = self._store
-        ident, delta = op
-        total = store._call(
-            lambda client: store._adjust(store._cap_keys(slot), ident, delta, COUNTER_TTL)
-        )
-        return None if total is None else int(cast(int, total))
-
-    def totals(self, day: str) -> dict[str, int]:
-        """Read the day's counters of every source at once."""
-        store = self._store
-        keys = [store._cap_keys((name, day))[0] for name in SOURCE_ORDER]
-        values = store._call(lambda client: client.mget(keys))
-        return {
-            name: int(value)
-            for name, value in zip(SOURCE_ORDER, values, strict=True)
-            if value is not None
-        }
-
-    def probe(self) -> None:
-        """Return once the server answers."""
-        self._store._call(lambda client: client.ping())
-
-    @property
-    def lasting(self) -> bool:
-        """True once the store is closed."""
-        return self._store._retry_at == float("inf")
 
 
 def open_redis_store(

@@ -2,7 +2,8 @@
 
 `SQLiteStore` implements the `Store` protocol (`siftlib.store.base`); `open_store`
 (`siftlib.store.factory`) puts it behind the memory front of recent hits. Its daily caps are
-the shared `Ledger` (`siftlib.store.ledger`) on the `credits` table.
+the shared `Ledger` (`siftlib.store.ledger`) on the `credits` table
+(`siftlib.store.sqlite_counter`).
 
 Decisions:
 
@@ -54,7 +55,8 @@ from siftlib.errors import StoreError
 from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
 from siftlib.store.base import Cached, decode_hits, encode_hits, expiry
-from siftlib.store.ledger import Floor, Ledger, LedgerCaps, Slot, Unavailable
+from siftlib.store.ledger import Ledger, LedgerCaps
+from siftlib.store.sqlite_counter import SQLiteCounter
 
 log = LazyLogger("sift")
 
@@ -72,18 +74,6 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
 )
 
-_RESERVE = """
-INSERT INTO credits (day, source, used) VALUES (?, ?, ?)
-ON CONFLICT (day, source) DO UPDATE SET used = used + excluded.used
-WHERE used + excluded.used <= ?
-RETURNING used
-"""
-_ADD = """
-INSERT INTO credits (day, source, used) VALUES (?, ?, max(?, 0))
-ON CONFLICT (day, source) DO UPDATE SET used = max(used + ?, 0)
-RETURNING used
-"""
-
 
 class SQLiteStore(LedgerCaps):
     """The embedded store: one SQLite file shared by every sift process on the host."""
@@ -97,7 +87,7 @@ class SQLiteStore(LedgerCaps):
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._puts = 0
-        self._ledger = Ledger(_Credits(self), share=1.0, settle_after=0.0)
+        self._ledger = Ledger(SQLiteCounter(self), share=1.0, settle_after=0.0)
 
     @property
     def problem(self) -> str | None:
@@ -202,70 +192,6 @@ class SQLiteStore(LedgerCaps):
 
 class _NewerSchema(Exception):
     """The database file was written by a newer sift."""
-
-
-class _Credits:
-    """The `credits` table as the ledger's counter (`siftlib.store.ledger.Counter`)."""
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self._store = store
-
-    def book(
-        self,
-        slot: Slot,
-        *,
-        credits: int,
-        cap: int,
-        floor: Floor,
-        ops: Sequence[tuple[str, int]],
-    ) -> tuple[bool, int, str]:
-        """Book credits under the cap after what is owed, in one transaction.
-
-        The floor is not needed: a file does not come back empty under an open store.
-        """
-        source, day = slot
-        owed = sum(delta for _, delta in ops)
-
-        def book(db: sqlite3.Connection) -> tuple[bool, int]:
-            if not owed:
-                return _reserve(db, slot, cap=cap, credits=credits)  # the usual: one upsert
-            db.execute("BEGIN IMMEDIATE")
-            db.execute(_ADD, (day, source, owed, owed))
-            result = _reserve(db, slot, cap=cap, credits=credits)
-            db.execute("COMMIT")
-            return result
-
-        granted, total = self._call(book)
-        return granted, total, ""
-
-    def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
-        """Add a settle's or release's difference to the day's total."""
-        source, day = slot
-        delta = op[1]
-        return self._call(
-            lambda db: int(db.execute(_ADD, (day, source, delta, delta)).fetchone()[0])
-        )
-
-    def totals(self, day: str) -> dict[str, int]:
-        """Return the day's totals per source."""
-        query = "SELECT source, used FROM credits WHERE day = ?"
-        rows = self._call(lambda db: db.execute(query, (day,)).fetchall())
-        return {source: int(used) for source, used in rows}
-
-    def probe(self) -> None:
-        """Return once the file answers."""
-        self._call(lambda db: None)
-
-    @property
-    def lasting(self) -> bool:
-        """True once the file is closed or disabled for good."""
-        return self._store._conn is None
-
-    def _call(self, operation: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            return self._store._run(operation)
-        except StoreError:
-            raise Unavailable from None
 
 
 def open_sqlite(path: Path) -> SQLiteStore:
@@ -386,17 +312,3 @@ def _describe(exc: Exception) -> tuple[str, bool]:
     if code == sqlite3.SQLITE_FULL:
         return "the disk is full", False
     return f"the database failed ({getattr(exc, 'sqlite_errorname', type(exc).__name__)})", False
-
-
-def _reserve(
-    db: sqlite3.Connection, slot: tuple[str, str], *, cap: int, credits: int
-) -> tuple[bool, int]:
-    """Add credits to a day's total unless that passes the cap; return (granted, total)."""
-    source, day = slot
-    row = db.execute(_RESERVE, (day, source, credits, cap)).fetchone()
-    if row is not None:
-        return True, int(row[0])
-    row = db.execute(
-        "SELECT used FROM credits WHERE day = ? AND source = ?", (day, source)
-    ).fetchone()
-    return False, int(row[0])
