@@ -29,6 +29,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from siftlib.net.abort import Abort
 from siftlib.net.deadline import DeadlineClock
 from siftlib.skills.cache import SessionCache
 from siftlib.skills.catalog import Catalog, Skill
@@ -58,7 +59,6 @@ from siftlib.skills.observe import (
     observation,
 )
 from siftlib.skills.provider import (
-    Abort,
     ProviderAnswer,
     ProviderError,
     SystemOne,
