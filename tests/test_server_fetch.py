@@ -291,15 +291,15 @@ def test_metrics_count_fetches_without_urls(gw: Gateway, site: PageServer) -> No
 
 
 def test_serve_opens_a_fetcher_only_when_fetch_is_enabled(tmp_path: Path) -> None:
+    from siftlib.backend import LocalBackend
     from siftlib.commands.serve import open_fetcher
     from siftlib.config import Secrets, load_config
-    from siftlib.metrics import Metrics
 
     path = tmp_path / "config.toml"
     path.write_text("[fetch]\nenabled = false\n")
-    assert open_fetcher(load_config(str(path)), Metrics(), Secrets({}, environ={})) is None
+    assert open_fetcher(LocalBackend.over(load_config(str(path)), Secrets({}, environ={}))) is None
     path.write_text('[fetch]\nallow = ["127.0.0.1:8080"]\nper_host = 2\n')
-    fetcher = open_fetcher(load_config(str(path)), Metrics(), Secrets({}, environ={}))
+    fetcher = open_fetcher(LocalBackend.over(load_config(str(path)), Secrets({}, environ={})))
     assert fetcher is not None
     assert fetcher.settings.per_host == 2
     assert [hole.port for hole in fetcher.guard.pinholes] == [8080]
@@ -313,13 +313,13 @@ def test_a_gateway_exiting_early_stops_its_starting_conversion_workers(tmp_path:
     (tmp_path / "config.toml").write_text("[fetch]\n")
     script = f"""
 import sys
+from siftlib.backend import LocalBackend
 from siftlib.commands import serve
 from siftlib.config import Secrets, load_config
 from siftlib.fetch.fetcher import conversion_pool
-from siftlib.metrics import Metrics
 
 serve.open_fetcher(
-    load_config({str(tmp_path / "config.toml")!r}), Metrics(), Secrets({{}}, environ={{}})
+    LocalBackend.over(load_config({str(tmp_path / "config.toml")!r}), Secrets({{}}, environ={{}}))
 )
 print(" ".join(str(w.process.pid) for w in conversion_pool()._idle))
 sys.exit(0)

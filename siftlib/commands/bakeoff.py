@@ -100,12 +100,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from siftlib.backend import LocalBackend
     from siftlib.bakeoff.run import read_query_set, run_bakeoff, runnable_configs
     from siftlib.config import load_config
     from siftlib.errors import BakeoffError, QueryError
     from siftlib.lazylog import configure_cli
     from siftlib.query import MAX_K, check_k
-    from siftlib.search.pipeline import open_searcher
 
     configure_cli()
     config = load_config(args.config)
@@ -115,7 +115,9 @@ def _run(args: argparse.Namespace) -> int:
     except QueryError:
         raise BakeoffError(f"--k must be from 1 to {MAX_K}, not {k}") from None
     plan = read_query_set(Path(args.queries), Path(args.targets) if args.targets else None)
-    with open_searcher(config, allow_private_upstreams=args.allow_private_upstreams) as searcher:
+    backend = LocalBackend.over(config, allow_private_upstreams=args.allow_private_upstreams)
+    try:
+        searcher = backend.searcher()
         _check_spend(args, runnable_configs(searcher), len(plan.queries))
         meta = run_bakeoff(
             searcher,
@@ -125,6 +127,8 @@ def _run(args: argparse.Namespace) -> int:
             max_credits=args.max_credits,
             progress=_progress_line(),
         )
+    finally:
+        backend.close()
     for name, info in meta["configs"].items():
         if not info["ran"]:
             print(f"sift bakeoff run: {name} not run: {info['reason']}", file=sys.stderr)

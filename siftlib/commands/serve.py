@@ -27,10 +27,10 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from siftlib.config import Config, Secrets
+    from siftlib.backend import LocalBackend
+    from siftlib.config import Config
     from siftlib.fetch.fetcher import Fetcher
     from siftlib.gateway.server import GatewayServer
-    from siftlib.metrics import Metrics
     from siftlib.store.base import Store
 
 # The margin past the per-source timeout: fan-out, merge, cache write and the answer itself.
@@ -57,13 +57,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM/SIGINT; exit 0 after in-flight requests have finished."""
+    from siftlib.backend import LocalBackend, warn_if_no_source
     from siftlib.config import load_config, load_secrets
     from siftlib.errors import ConfigError
     from siftlib.gateway.server import FETCH_MARGIN, GatewayServer, check_open_mode, split_listen
     from siftlib.logs import configure_logging
-    from siftlib.metrics import Metrics
-    from siftlib.search.pipeline import Searcher
-    from siftlib.store.factory import open_configured_store
 
     configure_logging()
     try:
@@ -77,19 +75,15 @@ def run(args: argparse.Namespace) -> int:
         return 2
     warn_if_no_source(config)
 
+    backend = LocalBackend.over(
+        config, secrets, allow_private_upstreams=args.allow_private_upstreams
+    )
     try:
-        store = open_configured_store(config, secrets)
+        searcher = backend.searcher()
     except ConfigError as exc:  # the redis client installed but broken
         print(f"sift serve: {exc}", file=sys.stderr)
         return 2
-    searcher = Searcher(
-        config,
-        secrets,
-        store=store,
-        metrics=Metrics(),
-        allow_private_upstreams=args.allow_private_upstreams,
-    )
-    fetcher = open_fetcher(config, searcher.metrics, secrets)
+    fetcher = open_fetcher(backend)
     try:
         server = GatewayServer(
             (host, port),
@@ -99,10 +93,7 @@ def run(args: argparse.Namespace) -> int:
             **request_limits(config),
         )
     except OSError as exc:
-        if fetcher is not None:
-            fetcher.close()
-        searcher.close()
-        store.close()
+        backend.close()
         why = exc.strerror or type(exc).__name__
         print(f"sift serve: cannot listen on {host}:{port}: {why}", file=sys.stderr)
         return 1
@@ -111,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         # shutdown() waits for serve_forever to return, which runs on this very thread.
         threading.Thread(target=server.shutdown, name="sift-stop").start()
 
-    reloader = Reloader(args, server, config, store)
+    reloader = Reloader(args, server, backend)
 
     def reload(signum: int, frame: FrameType | None) -> None:
         # Off the signal handler: loading the config and opening clients takes a while.
@@ -120,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGHUP, reload)
-    logging.getLogger("sift").info("%s", describe(config, store))
+    logging.getLogger("sift").info("%s", describe(config, backend.store()))
     for handler in logging.getLogger().handlers:
         handler.flush()  # what will be called, before the first request can arrive
     mode = "open mode, loopback only" if server.open_mode else f"{len(callers)} caller(s)"
@@ -139,10 +130,7 @@ def run(args: argparse.Namespace) -> int:
         finished = server.drain(timeout=longest + server.socket_timeout)
         server.server_close()
         reloader.close()
-        if server.fetcher is not None:
-            server.fetcher.close()
-        server.searcher.close()
-        store.close()
+        backend.close()
     for handler in logging.getLogger().handlers:
         handler.flush()  # the last search lines first: they are written in batches
     print(
@@ -157,21 +145,25 @@ class Reloader:
     """Re-reads config and secrets on SIGHUP and swaps them into the running gateway."""
 
     def __init__(
-        self, args: argparse.Namespace, server: GatewayServer, config: Config, store: Store
+        self, args: argparse.Namespace, server: GatewayServer, backend: LocalBackend
     ) -> None:
         self.args = args
         self.server = server
-        self.config = config
-        self.store = store
+        self.backend = backend
         self._lock = threading.Lock()
         self._retired: list[tuple[threading.Timer, Callable[[], None]]] = []
 
+    @property
+    def config(self) -> Config:
+        """The config the gateway serves now."""
+        return self.backend.config
+
     def reload(self) -> None:
         """Load the config again and apply it, or log why not and keep the running one."""
+        from siftlib.backend import warn_if_no_source
         from siftlib.config import load_config, load_secrets
         from siftlib.errors import ConfigError
         from siftlib.gateway.server import FETCH_MARGIN, check_open_mode
-        from siftlib.search.pipeline import Searcher
 
         log = logging.getLogger("sift")
         with self._lock:
@@ -194,30 +186,22 @@ class Reloader:
                 old.db,
             ):
                 log.warning("reload: the store settings take a restart; keeping the open store")
-            searcher = Searcher(
-                config,
-                secrets,
-                store=self.store,
-                metrics=self.server.searcher.metrics,
-                allow_private_upstreams=self.args.allow_private_upstreams,
-            )
-            fetcher = self.server.fetcher
-            if config.fetch != old.fetch:
-                fetcher = open_fetcher(config, searcher.metrics, secrets)
+            self.backend.reload(config, secrets)
+            searcher = self.backend.searcher()
+            fetcher = open_fetcher(self.backend)
             replaced, replaced_fetcher = self.server.reload(
                 searcher,
                 callers=callers,
                 fetcher=fetcher,
                 **request_limits(config),
             )
-            self.config = config
             warn_if_no_source(config)
             longest = old.timeout + DEADLINE_MARGIN
             if replaced_fetcher is not fetcher and replaced_fetcher is not None:
                 longest = max(longest, old.fetch.timeout + FETCH_MARGIN)
                 self._retire(replaced_fetcher.close, longest)
             self._retire(replaced.close, longest)
-            log.info("reloaded %s: %s", config.path, describe(config, self.store))
+            log.info("reloaded %s: %s", config.path, describe(config, self.backend.store()))
 
     def _retire(self, close: Callable[[], None], after: float) -> None:
         """Close a replaced part once every request that may use it has ended."""
@@ -259,35 +243,18 @@ def request_limits(config: Config) -> dict[str, Any]:
     }
 
 
-def warn_if_no_source(config: Config) -> None:
-    """Log that every search will answer 422, and which keys change that."""
-    if not config.enabled_sources:
-        logging.getLogger("sift").warning(
-            "no search source is enabled: every search answers 422 until one of "
-            "search.searxng.enabled, search.brave_llm.enabled or search.tavily.enabled "
-            "is set to true in %s (then kill -HUP this process)",
-            config.path,
-        )
-
-
-def open_fetcher(config: Config, metrics: Metrics, secrets: Secrets) -> Fetcher | None:
+def open_fetcher(backend: LocalBackend) -> Fetcher | None:
     """Return the gateway's fetcher (None when `[fetch] enabled = false`), its workers starting.
 
     The conversion workers import lxml and trafilatura as they start (~1 s each): now, so
     the first fetches find them ready.
     """
-    if not config.fetch.enabled:
+    if not backend.config.fetch.enabled:
         return None
-    from siftlib.fetch.cache import open_fetch_cache
-    from siftlib.fetch.fetcher import Fetcher, conversion_pool
+    from siftlib.fetch.fetcher import conversion_pool
 
     conversion_pool().start()
-    return Fetcher(
-        config.fetch,
-        metrics=metrics,
-        restricted=config.permit_restricted,
-        cache=open_fetch_cache(config, secrets),
-    )
+    return backend.fetcher()
 
 
 def describe(config: Config, store: Store) -> str:

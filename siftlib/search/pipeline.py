@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets, load_secrets
+from siftlib.config import PAID_SOURCES, SOURCE_ORDER, Config, Secrets
 from siftlib.errors import Cancelled, NoResultsError, StoreError
 from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
@@ -44,7 +43,6 @@ from siftlib.search.fanout import FanOut, SourceOutcome
 from siftlib.search.health import Health
 from siftlib.search.plan import choose_sources, merge_mode, search_key, utc_day
 from siftlib.search.sources import QueryNotes
-from siftlib.store.factory import open_configured_store
 
 if TYPE_CHECKING:
     import httpx
@@ -380,21 +378,3 @@ def _log(
         cache,
         rerank_ms,
     )
-
-
-@contextmanager
-def open_searcher(config: Config, *, allow_private_upstreams: bool = False) -> Iterator[Searcher]:
-    """Open the store and a searcher over it, as every command runs; close both after."""
-    secrets = load_secrets(config.secret_env, expected=config.secret_env_configured)
-    store = open_configured_store(config, secrets)
-    searcher = Searcher(
-        config,
-        secrets,
-        store=store,
-        allow_private_upstreams=allow_private_upstreams,
-    )
-    try:
-        yield searcher
-    finally:
-        searcher.close()
-        store.close()
