@@ -80,13 +80,20 @@ class Table:
                 return ()
         return tuple(found)
 
-    def tokens(self, text: str) -> list[int]:
-        """Return the rows of the word pieces of the words of `text` that carry meaning."""
+    def tokens(self, text: str, aside: frozenset[str] = frozenset()) -> list[int]:
+        """Return the rows of the word pieces of the words of `text` that carry meaning; with
+        words set `aside`, every other word's rows twice, so those weigh half as much."""
         plain = text.lower()
         if not plain.isascii():
             plain = unicodedata.normalize("NFD", plain)
             plain = "".join(c for c in plain if unicodedata.category(c) != "Mn")
-        return [row for word in words(plain) for row in _pieces(self, word)]
+        if not aside:
+            return [row for word in words(plain) for row in _pieces(self, word)]
+        return [
+            row
+            for word in words(plain)
+            for row in _pieces(self, word) * (1 if word in aside else 2)
+        ]
 
     def packed(self, row: int) -> int:
         """Return a row as one integer, a `_ROW_FIELD`-byte field of value + 128 per dimension."""
@@ -98,10 +105,10 @@ class Table:
             self._packed[row] = number  # one dict store: safe across threads
         return number
 
-    def vector(self, text: str) -> tuple[bytes, int]:
+    def vector(self, text: str, aside: frozenset[str] = frozenset()) -> tuple[bytes, int]:
         """Return the sum of `text`'s piece vectors as packed fields (value + 128 x count), and
-        the count of pieces (0 when it has no known piece)."""
-        return self.total(self.tokens(text))
+        the count of pieces (0 when it has no known piece); words set `aside` weigh half."""
+        return self.total(self.tokens(text, aside))
 
     def total(self, rows: Sequence[int]) -> tuple[bytes, int]:
         """Return the sum of the vectors of `rows` as packed fields, and their count."""
@@ -190,9 +197,10 @@ class MeaningIndex:
             self.rows[position * stride : (position + 1) * stride], self.counts[position]
         )
 
-    def cosines(self, query: str) -> list[float]:
-        """Return the cosine between `query` and each text, in catalog order (0 if unknown)."""
-        packed, count = table().vector(query)
+    def cosines(self, query: str, aside: frozenset[str] = frozenset()) -> list[float]:
+        """Return the cosine between `query` (its words set `aside` at half weight) and each
+        text, in catalog order (0 if unknown)."""
+        packed, count = table().vector(query, aside)
         vector = _values(packed, count)
         length = math.hypot(*vector)
         if not length or not self.size:

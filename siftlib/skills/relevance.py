@@ -7,9 +7,11 @@ paraphrase that shares no word with it ("hand these fixes to helpers that run at
 dispatching-parallel-agents).
 
 Lexical part. Text is split into the words that carry meaning and stemmed (`text.py`). A
-skill is a two-field document, name and description; a term is weighed BM25F-style: name
-occurrences count `NAME_WEIGHT` times, description occurrences are normalised by description
-length, the sum saturates with `K1`, and the term's IDF over the catalog scales it. Each query
+skill is a two-field document, name and the description's `purpose` (without the clauses
+saying what the skill is not for, whose words name other skills' work); a term is weighed
+BM25F-style: name occurrences count `NAME_WEIGHT` times, description occurrences are
+normalised by description length, the sum saturates with `K1`, and the term's IDF over the
+catalog scales it. Each query
 term is matched by its own stem (weight 1) and by the stems of the other terms of every
 vocabulary concept it belongs to (`SYNONYM_WEIGHT`, below 1 so the literal word outranks its
 synonym). Per skill, a query term counts once, by its best match, so a concept with many terms
@@ -18,15 +20,16 @@ query's information (its terms weighed by their IDF, a term the catalog never us
 most) that the skill matches, at the match's weight.
 
 Fusion. A skill's score is its cosine with the query plus `LEXICAL_WEIGHT` x its BM25F score
-relative to the query's best; its confidence that it fits is its cosine plus
+relative to the query's best, where the words that only say what a requested thing is about
+(`text.topic_words`: "make a poster for our PDF workshop") weigh `TOPIC_WEIGHT`, in both
+signals; its confidence that it fits, which weighs every word alike, is its cosine plus
 `COVERAGE_WEIGHT` x its coverage. A near-miss that shares one word with a skill ("split the
 bill between friends") covers little of its query and means something else, and its
 confidence falls further when that word is left out (`Steadiness`; the decision is in
 `local.py`). A query naming a skill puts that skill first, certain.
 
-Every constant here was chosen on the development sets of `testdata/skills/`, never on a
-held-out one; what was measured, and what was tried and left out, is in
-`docs/skills-measurements.md`.
+The constants were chosen on the development sets of `testdata/skills/`; what was measured,
+and what was tried and left out, is in `docs/skills-measurements.md`.
 
     index = RelevanceIndex.of(catalog)
     ranked = index.rank("combine several pdfs")  # [Scored(position, score, confidence), ...]
@@ -46,7 +49,7 @@ from typing import NamedTuple
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.meaning import MeaningIndex, table
 from siftlib.skills.memo import PerCatalog
-from siftlib.skills.text import WORD, purpose, stem, terms, words
+from siftlib.skills.text import WORD, purpose, stem, terms, topic_words, words
 from siftlib.skills.vocabulary import concepts
 
 K1 = 1.2
@@ -56,6 +59,7 @@ SYNONYM_WEIGHT = 0.95
 LEXICAL_WEIGHT = 0.5
 COVERAGE_WEIGHT = 0.5
 STEADY_WEIGHT = 0.5
+TOPIC_WEIGHT = 0.5
 MAX_LEFT_OUT = 32
 
 
@@ -155,9 +159,12 @@ class RelevanceIndex:
 
     def score(self, query: str) -> Relevance:
         """Return every skill's score and confidence for `query`."""
-        lexical, coverage, synonyms, named = self.lexical(query)
-        scores = self.meaning.cosines(query)
-        confidence = scores.copy()
+        # What a requested thing is about ranks at half weight; the confidence that a skill
+        # fits still weighs the whole request ("make a poster for our PDF workshop").
+        aside = topic_words(query)
+        lexical, coverage, synonyms, named = self.lexical(query, aside)
+        confidence = self.meaning.cosines(query)
+        scores = self.meaning.cosines(query, aside) if aside else confidence.copy()
         top = max(lexical.values(), default=1.0)
         for position, value in lexical.items():
             scores[position] += LEXICAL_WEIGHT * value / top
@@ -167,10 +174,11 @@ class RelevanceIndex:
         return Relevance(scores, confidence, coverage, synonyms)
 
     def lexical(
-        self, query: str
+        self, query: str, aside: frozenset[str] = frozenset()
     ) -> tuple[dict[int, float], dict[int, float], dict[int, set[str]], int | None]:
-        """Return BM25F scores and coverage of the skills `query` shares a term with, the query
-        terms each covers through a synonym, and the position of the skill `query` names."""
+        """Return BM25F scores (the terms of words set `aside` at `TOPIC_WEIGHT`) and coverage
+        of the skills `query` shares a term with, the query terms each covers through a
+        synonym, and the position of the skill `query` names."""
         scores: dict[int, float] = {}
         covered: dict[int, float] = {}
         synonyms: dict[int, set[str]] = {}
@@ -178,6 +186,7 @@ class RelevanceIndex:
         information = 0.0
         postings = self.postings
         query_terms = dict.fromkeys(terms(query))
+        topic = {stem(word) for word in aside}
         for term in query_terms:
             weight = self.weight(term)
             information += weight
@@ -205,8 +214,9 @@ class RelevanceIndex:
                 covered[position] = covered.get(position, 0.0) + weight
                 if value > best.get(position, 0.0):
                     best[position] = value
+            emphasis = TOPIC_WEIGHT if term in topic else 1.0
             for position, value in best.items():
-                scores[position] = scores.get(position, 0.0) + value
+                scores[position] = scores.get(position, 0.0) + value * emphasis
         named = self.named.get(" ".join(WORD.findall(query.lower())))
         coverage = {position: covered.get(position, 0.0) / information for position in scores}
         return scores, coverage, synonyms, named

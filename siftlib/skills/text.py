@@ -70,7 +70,7 @@ def _stemmer() -> _Stemmer:
 # "- not for hunting new bugs") names other skills' work: the index leaves it out.
 _NOT_FOR = re.compile(
     r"(?:^|(?<=[.;:!?])|\s[-\u2013\u2014]\s|,\s)\s*"
-    r"(?:do\s+not|don't|does\s+not|not|never)\s+(?:use|trigger|for|run)\b[^.;]*",
+    r"(?:do\s+not|don't|does\s+not|not|never)\s+(?:use|trigger|for|run)\b[^.;]*[.;]?",
     re.IGNORECASE,
 )
 
@@ -78,6 +78,43 @@ _NOT_FOR = re.compile(
 def purpose(description: str) -> str:
     """Return `description` without the clauses that say what the skill is not for."""
     return _NOT_FOR.sub("", description)
+
+
+# A request names the thing it wants first and what that thing is about after "about" or
+# "regarding" ("a note to everyone about the office move"). After "for", only when the clause
+# opens with a verb of making ("make a poster for our PDF-reading workshop": a poster, not a
+# PDF); after "review", "check" or "look", what follows "for" is what is looked for ("review
+# the handler for SQL injection").
+TOPIC_MARKERS = frozenset(("about", "regarding"))
+MAKING_MARKERS = frozenset(("for",))
+MAKING = frozenset(
+    """
+    make write create draft build generate produce compose design prepare put draw sketch
+    """.split()  # noqa: SIM905 - a word list reads better as prose
+)
+_CLAUSE = re.compile(r"[,;:.!?()\n]|\s[-\u2013\u2014]\s")
+
+
+def topic_words(query: str) -> frozenset[str]:
+    """Return the words of `query` that only say what the requested thing is about."""
+    head: set[str] = set()
+    topic: set[str] = set()
+    for clause in _CLAUSE.split(query.lower()):
+        opening = ""
+        said = inside = False
+        for word in WORD.findall(clause):
+            if not opening and (word in MAKING or word not in STOP_WORDS):
+                opening = word
+            if (
+                not inside
+                and said
+                and (word in TOPIC_MARKERS or (word in MAKING_MARKERS and opening in MAKING))
+            ):
+                inside = True
+            elif word not in STOP_WORDS:
+                (topic if inside else head).add(word)
+                said = True
+    return frozenset(topic - head)
 
 
 def words(text: str) -> list[str]:

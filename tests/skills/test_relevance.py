@@ -10,7 +10,7 @@ import pytest
 
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.relevance import LEXICAL_WEIGHT, SYNONYM_WEIGHT, RelevanceIndex, related
-from siftlib.skills.text import stem, terms
+from siftlib.skills.text import purpose, stem, terms, topic_words
 from siftlib.skills.vocabulary import concepts
 
 
@@ -28,6 +28,11 @@ def lexical(catalog: Catalog, query: str) -> list[tuple[str, float]]:
     scores, coverage, _, _ = RelevanceIndex.of(catalog).lexical(query)
     order = sorted(scores, key=lambda p: (-scores[p], p))
     return [(catalog.skills[p].name, coverage[p]) for p in order]
+
+
+def first(catalog: Catalog, query: str) -> str:
+    """The skill local ranking puts first for `query`."""
+    return catalog.skills[RelevanceIndex.of(catalog).rank(query)[0].position].name
 
 
 def ranked_names(catalog: Catalog, query: str) -> list[str]:
@@ -167,3 +172,52 @@ def test_stems_keep_the_first_two_letters_related_relies_on() -> None:
     assert {"excel", "workbook", "xlsx"} <= related("spreadsheet")
     assert "spreadsheet" not in related("spreadsheet")
     assert related("zebra") == frozenset()
+
+
+def test_a_description_is_indexed_without_what_the_skill_is_not_for() -> None:
+    described = "Create Word documents. Do NOT use for PDFs, spreadsheets or slides."
+    assert purpose(described) == "Create Word documents."
+    assert purpose("Triage a finding - not for hunting new bugs.") == "Triage a finding"
+    assert purpose("Review diffs; Not for initial discovery.") == "Review diffs;"
+    assert purpose("Checks that nothing is left out.") == "Checks that nothing is left out."
+    catalog = catalog_of(
+        ("word-docs", described),
+        ("pdf-tools", "Edit, merge and protect PDF files."),
+    )
+    assert ranked_names(catalog, "spreadsheets") == []
+    assert first(catalog, "password-protect the pdf") == "pdf-tools"
+
+
+def test_what_a_requested_thing_is_about_is_set_aside() -> None:
+    assert topic_words("make a poster for our PDF-reading workshop") == {
+        "pdf",
+        "reading",
+        "workshop",
+    }
+    assert topic_words("a note to everyone at work about the office move") == {"office", "move"}
+    assert topic_words("let's put together an RFC for switching to passkeys") == {
+        "switching",
+        "passkeys",
+    }
+    # After a verb of looking, "for" introduces what is looked for: nothing is set aside.
+    assert topic_words("review the login handler for SQL injection") == frozenset()
+    assert topic_words("look for xss in the comment form") == frozenset()
+    # A marker opening a clause has no head before it; a word also in the head stays.
+    assert topic_words("about the pdf: make a pdf poster") == frozenset()
+    assert topic_words("for the record, write a poem") == frozenset()
+
+
+def test_a_requested_thing_ranks_above_what_it_is_about() -> None:
+    catalog = catalog_of(
+        ("slide-decks", "Build slide decks and presentations."),
+        ("threat-modeling", "Model the threats to a system and rank them by risk."),
+        ("pdf-tools", "Merge, split and read PDF files."),
+        ("git-helper", "Rewrite git history."),
+    )
+    assert first(catalog, "make a slide deck about our threat model") == "slide-decks"
+    assert first(catalog, "make slides, our threat model") == "threat-modeling"
+    assert first(catalog, "review the slides for threat model gaps") == "threat-modeling"
+    # The confidence still weighs the whole request, topic words included.
+    index = RelevanceIndex.of(catalog)
+    whole = index.score("make a slide deck about our threat model").confidence
+    assert whole == index.score("make a slide deck, our threat model").confidence
