@@ -306,7 +306,6 @@ def test_public_source_with_a_poisoned_answer_is_refused(
     with open_upstream(
         url, public=True, timeout=2.0, resolver=fixed(*answer), connect=dialer
     ) as upstream:
-        assert upstream.refused
         assert upstream.problem == "upstream refused"
         with pytest.raises(UpstreamRefused):
             upstream.client.post(url, json={"query": "x"})
@@ -326,7 +325,6 @@ def test_failed_lookup_is_a_dns_failure_not_a_refusal(
 ) -> None:
     url = f"http://api.search.test:{sentinel.port}/"
     with open_upstream(url, public=True, timeout=2.0, resolver=resolver) as upstream:
-        assert upstream.refused
         assert upstream.problem == "dns failed"
         with pytest.raises(LookupFailed) as raised:
             upstream.client.get(url)
@@ -355,7 +353,7 @@ def test_public_source_connects_only_to_its_pinned_public_addresses(server: Fake
     with open_upstream(
         url, public=True, timeout=2.0, resolver=fixed("1.1.1.1"), connect=dialer
     ) as upstream:
-        assert not upstream.refused
+        assert upstream.problem is None
         response = upstream.client.post(url, json={"query": "x"})
     assert response.json() == {"results": []}
     assert dialer.calls == [("1.1.1.1", server.port)]
@@ -394,7 +392,7 @@ def test_default_resolver_pins_a_loopback_searxng(server: FakeUpstream, sentinel
     server.route("/search", json.dumps({"results": []}).encode())
     base = f"http://127.0.0.1:{server.port}"
     with open_upstream(base, public=False, timeout=2.0) as upstream:
-        assert not upstream.refused
+        assert upstream.problem is None
         assert upstream.client.get(f"{base}/search").status_code == 200
         for other in (
             f"http://127.0.0.1:{sentinel.port}/search",  # another loopback port
@@ -448,7 +446,7 @@ def test_metadata_address_is_refused_for_every_source(
         allow_private=True,
         resolver=fixed("10.0.0.1", answer),
     ) as upstream:
-        assert upstream.refused
+        assert upstream.problem == "upstream refused"
         with pytest.raises(UpstreamRefused):
             upstream.client.get(url)
     assert not sentinel.contacted()
@@ -527,13 +525,13 @@ def test_rebinding_after_refresh_is_refused(server: FakeUpstream, sentinel: Sent
         assert upstream.client.get(url).status_code == 200  # leaves a pooled keep-alive socket
         answer[:] = ["127.0.0.1"]
         clock.now += 59.0
-        assert not upstream.refused  # still within the interval: the pin holds
+        assert upstream.problem is None  # still within the interval: the pin holds
         assert upstream.client.get(url).status_code == 200
         assert len(resolved) == 1
         assert server.connections == 1  # the second request rode the pooled connection
 
         clock.now += 1.0
-        assert upstream.refused
+        assert upstream.problem == "upstream refused"
         assert len(resolved) == 2
         with pytest.raises(UpstreamRefused):
             upstream.client.get(url)  # the pooled connection is not reused either
@@ -542,7 +540,7 @@ def test_rebinding_after_refresh_is_refused(server: FakeUpstream, sentinel: Sent
         answer[:] = ["8.8.8.8"]
         dialer.route["8.8.8.8"] = ("127.0.0.1", server.port)
         clock.now += 30.0  # a refused answer is retried sooner than the full interval
-        assert not upstream.refused
+        assert upstream.problem is None
         assert upstream.client.get(url).status_code == 200
     assert all(ip in ("1.1.1.1", "8.8.8.8") for ip, _ in dialer.calls)
     assert not sentinel.contacted()
@@ -566,7 +564,7 @@ def test_refresh_happens_on_connect_without_reading_refused(server: FakeUpstream
         clock.now += 600.0
         with pytest.raises(UpstreamRefused):
             upstream.client.get(url)
-        assert upstream.refused
+        assert upstream.problem == "upstream refused"
 
 
 # --- the test-only switch ----------------------------------------------------------------
@@ -595,7 +593,7 @@ def test_allow_private_lets_a_public_source_use_loopback_loudly(
             url, public=True, timeout=2.0, allow_private=True, resolver=fixed("127.0.0.1")
         )
     with upstream:
-        assert not upstream.refused
+        assert upstream.problem is None
         assert upstream.client.get(url).status_code == 200
         with pytest.raises(UpstreamRefused):  # still pinned to its port
             upstream.client.get(f"http://api.tavily.test:{sentinel.port}/search")

@@ -3,7 +3,7 @@
 Each source gets one `Upstream`, built at start from its config URL only:
 
     upstream = open_upstream("https://api.tavily.com/search", public=True, timeout=8.0)
-    if not upstream.refused:
+    if upstream.problem is None:
         response = upstream.client.post("https://api.tavily.com/search", json=body)
 
 Mechanism. `upstream.client` is an ordinary `httpx.Client`; its transport is an
@@ -542,13 +542,11 @@ class Upstream:
         self._pin = pin
 
     @property
-    def refused(self) -> bool:
-        """True while the latest resolution is not acceptable; re-resolves when due."""
-        return not self._pin.addresses()
-
-    @property
     def problem(self) -> str | None:
-        """`dns failed` or `upstream refused` while the source cannot be dialled, else None."""
+        """`dns failed` or `upstream refused` while the source cannot be dialled, else None.
+
+        Each look re-resolves the host when its pin is due, as a connection would.
+        """
         return None if self._pin.addresses() else self._pin.problem
 
     def close(self) -> None:
