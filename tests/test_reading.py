@@ -89,6 +89,58 @@ def test_a_product_keeps_its_name_price_description_and_specs_from_a_hidden_tab(
     assert "You may also like" not in content
 
 
+PRODUCT_SHEET = "https://www.tidewear.example/products/harbour-crew-t-shirt-navy"
+
+
+def test_a_product_answer_holding_its_own_described_text_is_kept() -> None:
+    # The extractor kept under half of the page (a store-stock list sits outside <main>), but
+    # it holds the description the product gives of itself in JSON-LD: it found the product.
+    document = read("product-sheet.html", PRODUCT_SHEET)
+    assert document.page_type == "product"
+    content = document.content
+    assert "# Harbour Crew T-Shirt" in content and "£32.00" in content
+    assert "is cut from heavyweight organic cotton that keeps its shape" in content
+    assert "- 220 gsm organic cotton jersey" in content
+    assert "ready to collect" not in content
+    assert document.warnings == []
+
+
+def test_the_fuller_pass_keeps_a_dialog_made_of_what_the_extractor_kept() -> None:
+    # Without structured data the same page falls back to the fuller pass; the description
+    # sits in a `modal` dialog, which that pass drops as boilerplate unless the extractor
+    # kept its text.
+    body = (TESTDATA_FETCH / "product-sheet.html").read_bytes()
+    body = re.sub(rb'<script type="application/ld\+json">.*?</script>', b"", body, flags=re.S)
+    document = convert(body, content_type="text/html", media_type="text/html", url=PRODUCT_SHEET)
+    assert document.warnings and "the extractor kept" in document.warnings[0]
+    content = document.content
+    assert "Falmouth, 2 High Street: 1 in stock" in content  # the fuller pass
+    assert "is cut from heavyweight organic cotton that keeps its shape" in content
+    assert "- Machine wash at 30 °C" in content
+    assert "Tidewear Ltd" not in content and "[Sale]" not in content
+
+
+def test_a_service_page_keeps_the_blocks_the_extractor_skipped_between_its_own() -> None:
+    # The extractor keeps the prose but skips the service cards of a slider between them
+    # (and the section headings): the fuller pass from its first to its last kept block has them.
+    document = read("service-cards.html", "https://northwind.example/")
+    assert document.page_type == "service"
+    content = document.content
+    places = [
+        content.index(part)
+        for part in (
+            "Northwind Analytics helps mid-sized firms",
+            "## What we do",
+            "Data architecture\n\nWe map the systems you run today",
+            "Training your team\n\nHands-on sessions for your analysts",
+            "## How an engagement runs",
+            "Most engagements take three to six months.",
+        )
+    ]
+    assert places == sorted(places)
+    assert "12 Wharf Street" not in content and "[Careers]" not in content
+
+
 def test_a_docs_table_with_code_cells_stays_a_markdown_table() -> None:
     document = read("docs-reference.html", "https://docs.pondlib.example/settings.html")
     assert document.page_type == "documentation"
@@ -100,6 +152,21 @@ def test_a_docs_table_with_code_cells_stays_a_markdown_table() -> None:
     assert "```python\nfrom pondlib import Client, Limits\n" in content
     assert "max_connections` above the server's own limit" in content  # the admonition
     assert "Quick search" not in content and "Table of contents" not in content
+
+
+@pytest.mark.parametrize("main", [True, False], ids=["main content", "whole page"])
+def test_code_blocks_keep_their_code_without_the_line_number_gutter(main: bool) -> None:
+    document = read("docs-line-numbers.html", "https://docs.pondlib.example/retry.html", main=main)
+    content = document.content
+    # Pygments' marked gutter: the code is one fenced block, with its language.
+    assert (
+        "```python\nfrom pondlib import Client, Retry\n\nretry = Retry(attempts=3, backoff=0.5)\n"
+    ) in content
+    # An unmarked column of numbers counting up beside a cell of code.
+    assert '```\n$ pond post https://api.example.org/orders \\\n    --header "Idem' in content
+    for gutter in ("1\n2\n3", "1 2 3", "| 1"):
+        assert gutter not in content
+    assert "Without such a key, a retried `POST` may create the order twice." in content
 
 
 def test_a_short_page_keeps_its_heading_list_and_links_in_main_content_mode() -> None:

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["PAGE_TYPES", "page_type", "structured_data"]
+__all__ = ["PAGE_TYPES", "page_type", "product_description", "structured_data"]
 
 PAGE_TYPES = ("article", "forum", "product", "collection", "listing", "documentation", "service")
 
@@ -65,6 +65,17 @@ def structured_data(tree: Any) -> list[dict[str, Any]]:
                     v for k, v in item.items() if k == "@graph" or isinstance(v, dict | list)
                 )
     return found
+
+
+def product_description(objects: list[dict[str, Any]]) -> str:
+    """Return the longest description a `Product` (or `ProductGroup`) gives of itself."""
+    found = [
+        item["description"]
+        for item in objects
+        if isinstance(item.get("description"), str)
+        and {"Product", "ProductGroup"} & set(_types([item]))
+    ]
+    return max(found, key=len, default="")
 
 
 def _types(objects: list[dict[str, Any]]) -> Counter[str]:

@@ -25,7 +25,7 @@ from siftlib.fetch.convert.clean import clean, code_languages, sanitize, wrap_co
 from siftlib.fetch.convert.decode import base_url, decode, links, metadata, parse, text_of
 from siftlib.fetch.convert.extract import main
 from siftlib.fetch.convert.markdown import Renderer, squash
-from siftlib.fetch.pagetype import page_type, structured_data
+from siftlib.fetch.pagetype import page_type, product_description, structured_data
 
 __all__ = ["Document", "convert", "decode"]
 
@@ -105,7 +105,8 @@ def convert_html(
     base = base_url(tree, url)
     title, description, language = metadata(tree)
     document = Document(title, description, language, links=links(tree, base))
-    document.page_type = page_type(tree, base, structured_data(tree))
+    objects = structured_data(tree)
+    document.page_type = page_type(tree, base, objects)
     if not document.title:
         heading = tree.find(".//h1")
         document.title = squash(text_of(heading)) if heading is not None else ""
@@ -123,7 +124,8 @@ def convert_html(
             part = tree
         if main_content:
             wrap_code(tree)
-            part = main(tree, part, base, document.page_type, document.warnings)
+            anchor = product_description(objects) if document.page_type == "product" else ""
+            part = main(tree, part, base, document.page_type, document.warnings, anchor=anchor)
         if "html" in formats:
             sanitize(part)
             converted["html"] = lxml.etree.tostring(part, encoding="unicode", method="html")

@@ -3,9 +3,9 @@
 Scripts, styles, templates, frames, embedded objects, SVG, form controls (unwrapped when
 they hold a page's worth of text), forms that are not the page, hidden elements (`hidden`,
 `aria-hidden`, `display:none`; in main-content mode a hidden tab, accordion or long part
-reaches the extractor), inline `data:` images, 1×1 tracking pixels and heading permalinks
-are dropped; a `<pre>` reaches the extractor as `<pre><code>` (`wrap_code`), the one shape
-it always keeps as code.
+reaches the extractor), inline `data:` images, 1×1 tracking pixels, heading permalinks and
+code blocks' line-number gutters are dropped; a `<pre>` reaches the extractor as
+`<pre><code>` (`wrap_code`), the one shape it always keeps as code.
 """
 
 from __future__ import annotations
@@ -75,6 +75,21 @@ _HIDDEN_STYLES = ("display:none", "visibility:hidden")
 _STYLE_SIZE = re.compile(r"(?:^|;)(width|height):([^;!]*)")
 
 
+# Line-number gutters of code blocks, by the highlighters' class names.
+_GUTTER = re.compile(
+    r"(^|[\s_-])(linenos?|linenodiv|line-?numbers?|line-?nums?|lineno-?s?|gutter|blob-num"
+    r"|hljs-ln-numbers|hljs-ln-n|ln-num|code-line-number|rouge-gutter)($|\s)",
+    re.I,
+)
+
+
+_GUTTER_CANDIDATES = (
+    "//pre//*[@class]|//code//*[@class]|//td|//th[@class]|//pre|//*[contains(@class, 'lineno')]"
+    "|//*[contains(@class, 'gutter')]|//*[contains(@class, 'line-number')]"
+    "|//*[contains(@class, 'linenumber')]"
+)
+
+
 _ANCHOR_MARKS = frozenset(("¶", "#", "§", "🔗"))
 
 
@@ -110,6 +125,55 @@ def clean(tree: Any, *, main_content: bool) -> None:
         # Some sites wrap the whole page in one <form> (ASP.NET): keep a form with an article.
         if len(text_of(form)) < _FORM_TEXT:
             form.drop_tree()
+    drop_line_numbers(tree)
+
+
+def drop_line_numbers(tree: Any) -> None:
+    """Drop a code block's line-number gutter: the code stays, the numbers go.
+
+    A gutter is an element marked as one (Pygments' `linenos`, GitHub's `blob-num`,
+    highlight.js's `hljs-ln-numbers`, `gutter`, …) holding only numbers, or a table cell or
+    `<pre>` of numbers counting up by one beside a cell holding code.
+    """
+    for element in tree.xpath(_GUTTER_CANDIDATES):
+        if element.getparent() is None or not _only_numbers(text_of(element)):
+            continue
+        marks = f"{element.get('class') or ''} {element.get('id') or ''}"
+        if _GUTTER.search(marks) or _gutter_beside_code(element):
+            table = next(element.iterancestors("table"), None)
+            element.drop_tree()
+            if table is not None:
+                _unwrap_lone_cell(table)
+
+
+def _unwrap_lone_cell(table: Any) -> None:
+    """Put a table left with one cell (the code beside a dropped gutter) in its place."""
+    cells = table.xpath(".//td|.//th")
+    if len(cells) != 1 or table.getparent() is None:
+        return
+    holder = table.makeelement("div", {})
+    holder.text = cells[0].text
+    holder.extend(list(cells[0]))
+    holder.tail = table.tail
+    table.getparent().replace(table, holder)
+
+
+def _only_numbers(text: str) -> bool:
+    return bool(text.strip()) and all(word.isdigit() for word in text.split())
+
+
+def _gutter_beside_code(element: Any) -> bool:
+    """Tell whether an unmarked run of numbers counting up by one sits beside code."""
+    numbers = [int(word) for word in text_of(element).split()]
+    if len(numbers) < 2 or numbers != list(range(numbers[0], numbers[0] + len(numbers))):
+        return False
+    cell = next(element.iterancestors("td", "th"), None) if element.tag == "pre" else element
+    if cell is None or cell.tag not in ("td", "th"):
+        return False
+    return any(
+        sibling.tag in ("td", "th") and sibling.xpath(".//pre|.//code")
+        for sibling in cell.itersiblings()
+    )
 
 
 def _revealed(element: Any) -> bool:
@@ -144,8 +208,9 @@ def code_languages(tree: Any) -> dict[str, str]:
 
 
 def language_of(pre: Any) -> str:
-    # Sphinx and Pygments mark the wrapper (`<div class="highlight-python">`), not the pre.
-    for element in (pre, *pre.iterchildren("code"), *itertools.islice(pre.iterancestors(), 2)):
+    # Sphinx and Pygments mark the wrapper (`<div class="highlight-python">`), not the pre;
+    # with line numbers, three levels up.
+    for element in (pre, *pre.iterchildren("code"), *itertools.islice(pre.iterancestors(), 3)):
         if element.get("data-lang"):
             return str(element.get("data-lang")).strip().lower()
         match = _LANGUAGE.search(element.get("class") or "")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import re
+from collections import Counter
 from typing import Any
 
 from siftlib.fetch.convert.clean import only_code
@@ -78,17 +79,56 @@ _SHORT_PAGE = 1000  # characters (about 200 words): a pass that drops such a pag
 _FULLER_SHARE = {"forum": 0.1, "product": 0.5, "collection": 0.6, "listing": 0.6, "service": 0.6}
 
 
+# The extractor's passages of at least this many characters are kept in the fuller pass
+# even inside a sidebar or a dialog (`own_main`).
+_PASSAGE = 40
+
+
+_PASSAGE_TAGS = ("p", "li", "h1", "h2", "h3", "h4", "h5", "h6", "td", "pre", "blockquote")
+
+
+# Except on these types, trafilatura's answer gives way to the fuller pass cut to the span
+# from its first to its last kept block when that span holds this much more text: it skipped
+# blocks in between (text in bare `<div>`s, cards, tab panels). A thread's span brings back
+# quotes and signatures, a product's its reviews and recommendations (measured on WCXB), an
+# article's its byline and captions, which article benchmarks leave out (on WCXB: even).
+_UNSPANNED = ("article", "forum", "product")
+
+
+_FILLED = 1.05
+
+
+_SPAN_EDGE = 20  # characters: a kept block shorter than this may be a menu's word
+
+
+# A product's structured description of at least this many characters, most of whose
+# words (this share) the extractor kept, tells that it found the product's own block.
+_ANCHOR = 100
+
+
+_ANCHOR_SHARE = 0.6
+
+
+_WORDS = re.compile(r"\w+")
+
+
 _LAST_WORD = re.compile(r"\w+\Z")
 _FIRST_WORD = re.compile(r"\w+")
 
 
-def main(tree: Any, body: Any, base: str, kind: str, warnings: list[str]) -> Any:
+def main(
+    tree: Any, body: Any, base: str, kind: str, warnings: list[str], *, anchor: str = ""
+) -> Any:
     """Return the main content: trafilatura's, else a thread's posts or the fuller pass.
 
     A listing, a collection or a service page spreads its content over many blocks, and
     trafilatura, built for articles, often keeps one card or the hero alone: under a share
     of the text the structural pass (`own_main`) keeps, that fuller pass is the answer,
     and for any page under `_EMPTY_SHARE` of them (docs/page-reading.md, "Page types").
+    An extraction holding most of `anchor`'s words (a product's own description, from its
+    structured data) found the page's content: it stays whatever its share. One that keeps
+    enough skipped blocks in between: the fuller pass from its first to its last kept block
+    (`_span`) is the answer when it holds `_FILLED` times its text.
     """
     spare = copy.deepcopy(body)  # before trafilatura, which changes the tree
     posts = thread(tree) if kind == "forum" else None
@@ -98,13 +138,18 @@ def main(tree: Any, body: Any, base: str, kind: str, warnings: list[str]) -> Any
     if lost and missing_posts(posts, "" if extracted is None else text_of(extracted)):
         extracted, kept = posts, _size(posts)
     share = _FULLER_SHARE.get(kind, _EMPTY_SHARE)
-    if extracted is not None and kept > _SHORT_PAGE and kept >= share * _size(spare):
+    if extracted is not None and _holds(extracted, anchor):
+        return extracted
+    spanned = kind not in _UNSPANNED
+    large = extracted is not None and kept > _SHORT_PAGE
+    if not spanned and large and kept >= share * _size(spare):
         return extracted  # the fuller pass, at most the whole page, could not win: skip it
-    fuller = own_main(spare)
+    fuller = own_main(spare, _passages(extracted))
     whole = _size(fuller)
     flattened = kept <= whole <= _SHORT_PAGE and _structure(fuller) > 2 * _structure(extracted)
     if extracted is not None and kept >= share * whole and not flattened:
-        return extracted
+        span = _span(fuller, extracted) if spanned else None
+        return span if span is not None and _size(span) >= _FILLED * kept else extracted
     if not whole:
         warnings.append("main content: the page has no text (a page built by script?)")
     elif kept < _EMPTY_SHARE * whole:
@@ -249,8 +294,57 @@ def _as_html(body: Any, base: str, source: _SourceText) -> Any:
     return body
 
 
-def own_main(part: Any) -> Any:
-    """Return the page's main content by structure: the largest article, else the body."""
+def _holds(extracted: Any, anchor: str) -> bool:
+    """Tell whether an extraction holds most of the words of an anchor text of some length."""
+    wanted = Counter(_WORDS.findall(anchor.lower()))
+    if len(anchor) < _ANCHOR:
+        return False
+    found = Counter(_WORDS.findall(text_of(extracted).lower()))
+    return sum((wanted & found).values()) >= _ANCHOR_SHARE * sum(wanted.values())
+
+
+def _span(fuller: Any, extracted: Any) -> Any:
+    """Return the fuller pass cut to the first and last blocks the extractor kept, or None.
+
+    In place: what the fuller pass has before the first and after the last kept block goes.
+    """
+    kept = {text for text in map(_folded, extracted.iter()) if len(text) >= _SPAN_EDGE}
+    hits = [
+        element
+        for element in fuller.iter()
+        if isinstance(element.tag, str)
+        and (element.text or "").strip()
+        and _folded(element) in kept
+    ]
+    if not hits:
+        return None
+    for edge, after in ((hits[0], False), (hits[-1], True)):
+        node = edge
+        while node is not None and node is not fuller:
+            for sibling in list(node.itersiblings(preceding=not after)):
+                node.getparent().remove(sibling)  # with its tail: the text between the two
+            node = node.getparent()
+    return fuller
+
+
+def _folded(element: Any) -> str:
+    return " ".join(text_of(element).split())
+
+
+def _passages(extracted: Any) -> list[str]:
+    """Return the extractor's longer passages, whitespace folded, to keep in the fuller pass."""
+    if extracted is None:
+        return []
+    found = map(_folded, extracted.iter(*_PASSAGE_TAGS))
+    return [text for text in found if len(text) >= _PASSAGE]
+
+
+def own_main(part: Any, passages: list[str]) -> Any:
+    """Return the page's main content by structure: the largest article, else the body.
+
+    A sidebar or a dialog holding mostly `passages` (what the extractor kept: a product's
+    description sheet, its details modal) is content, not boilerplate: the fuller pass keeps it.
+    """
     candidates = part.xpath(".//article|.//main|.//*[@role='main']|.//*[@itemprop='articleBody']")
     if candidates:
         # The largest, when it holds most of the page: on a listing each card is an <article>.
@@ -261,6 +355,15 @@ def own_main(part: Any) -> Any:
         if element.getparent() is None:
             continue  # inside something already dropped
         marks = f"{element.get('class') or ''} {element.get('id') or ''}"
-        if element.tag in _BOILERPLATE_TAGS or _BOILERPLATE.search(marks):
+        boilerplate = element.tag in _BOILERPLATE_TAGS or _BOILERPLATE.search(marks)
+        if boilerplate and not (passages and _mostly(element, passages)):
             element.drop_tree()
     return part
+
+
+def _mostly(element: Any, passages: list[str]) -> bool:
+    """Tell whether at least half of an element's text is made of `passages`."""
+    text = " ".join(text_of(element).split())
+    if len(text) < _PASSAGE:
+        return False
+    return 2 * sum(len(p) for p in passages if p in text) >= len(text)
