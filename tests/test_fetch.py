@@ -15,13 +15,9 @@ from fetchkit import PageServer, drip, hang, hostile_links, hostile_paragraphs, 
 
 from siftlib.config import FetchConfig
 from siftlib.errors import Blocked, Cancelled, FetchFailed, UnsupportedContent
-from siftlib.fetch.fetcher import (
-    MAIN_CONTENT_MAX_BYTES,
-    Fetcher,
-    FetchRequest,
-    FetchResult,
-    HostSlots,
-)
+from siftlib.fetch.conversion import MAIN_CONTENT_MAX_BYTES
+from siftlib.fetch.fetcher import Fetcher, FetchRequest, FetchResult
+from siftlib.fetch.reader import HostSlots
 from siftlib.fetch.workers import WorkerPool
 from siftlib.metrics import Metrics
 

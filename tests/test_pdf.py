@@ -413,7 +413,7 @@ def test_a_crashed_parser_is_one_failed_fetch(
 def test_a_parser_past_its_memory_limit_is_one_failed_fetch(
     isolated: Gateway, site: PageServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("siftlib.fetch.fetcher.PDF_MEMORY", 200 * 1024 * 1024)
+    monkeypatch.setattr("siftlib.fetch.conversion.PDF_MEMORY", 200 * 1024 * 1024)
     status, body = scrape(isolated, {"url": site.url + "/bomb.pdf"})
     assert status == 415, body
     assert body["error"] in (

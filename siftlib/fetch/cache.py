@@ -39,7 +39,6 @@ import hashlib
 import json
 import sqlite3
 import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
@@ -93,44 +92,6 @@ def fetch_key(request: FetchRequest, *, caller_class: str) -> str:
         caller_class,
     ]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
-
-
-class Recent:
-    """The latest answers in memory, decoded: a hit skips the store and the JSON decoding.
-
-    Bounded by `max_bytes` of content (least recently used dropped first). Entries are never
-    changed once stored, so a copy here is as good as the store's while it is young enough;
-    its age is checked against each request's max age as the store's is.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[str, tuple[Any, float, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: str, *, now: float, max_age: float) -> tuple[Any, float] | None:
-        """Return (answer, stored at) when younger than `max_age`, else None."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None or entry[1] <= now - max_age:
-                return None
-            self._entries.move_to_end(key)
-            return entry[0], entry[1]
-
-    def put(self, key: str, answer: Any, *, stored_at: float, size: int) -> None:
-        """Keep an answer, dropping the least recently used past the bound."""
-        if size > self.max_bytes:
-            return
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old[2]
-            self._entries[key] = (answer, stored_at, size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, (_, _, dropped) = self._entries.popitem(last=False)
-                self._bytes -= dropped
 
 
 @functools.lru_cache(maxsize=1024)

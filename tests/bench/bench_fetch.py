@@ -182,7 +182,7 @@ def guard_cost() -> None:
         rows: dict[str, list[float]] = {"plain": [], "guarded": []}
         calls = {
             "plain": lambda: plain.get(url).read(),
-            "guarded": lambda: fetcher.read(url),
+            "guarded": lambda: fetcher.reader.read(url),
         }
         for get in calls.values():
             per_request(get, 30)  # warm: connections open, code paths hot
@@ -276,7 +276,7 @@ def normal_page_latency() -> None:
         fetcher = Fetcher(FetchConfig(allow=(site.allow,)))
 
         def before() -> object:
-            fetched = fetcher.read(url)
+            fetched = fetcher.reader.read(url)
             return convert(
                 fetched.body,
                 content_type=fetched.content_type,
