@@ -39,7 +39,7 @@ from siftlib.errors import (
 if TYPE_CHECKING:
     import threading
 
-    from siftlib.fetch.fetcher import FetchResult
+    from siftlib.fetch.models import FetchResult
     from siftlib.search.pipeline import SearchResponse
 
 
@@ -243,7 +243,7 @@ def search_response(envelope: Mapping[str, Any]) -> SearchResponse:
 
 def fetch_result(envelope: Mapping[str, Any]) -> FetchResult:
     """Return a native fetch envelope read back into the fetcher's typed answer."""
-    from siftlib.fetch.fetcher import FetchResult
+    from siftlib.fetch.models import FetchResult
 
     timings = _mapping(envelope.get("timings"))
     media_type = str(envelope.get("content_type", ""))

@@ -56,7 +56,7 @@ from siftlib.errors import (
     UnsupportedOption,
 )
 from siftlib.fetch import filters
-from siftlib.fetch.fetcher import FetchRequest, FetchResult
+from siftlib.fetch.models import FetchRequest, FetchResult
 from siftlib.gateway import api, wire
 from siftlib.gateway.memo import EntryMemo
 
