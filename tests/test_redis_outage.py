@@ -144,6 +144,23 @@ def test_a_release_that_timed_out_is_applied_once(
     assert counter(redis_server) == 3
 
 
+def test_a_reserve_that_timed_out_and_ran_late_wastes_no_credit(
+    gateways: Callable[[], RedisStore], redis_server: RedisServer
+) -> None:
+    store = gateways()
+    spent = spend(store) + spend(store)
+    redis_server.pause()
+    late = store.reserve("tavily", day=DAY, cap=4)  # sent twice, both time out
+    assert late is not None and late.ledger == "memory"  # granted on the fallback: 1 of 2 left
+    redis_server.resume()  # the server runs both tries it had queued: booked once, then taken back
+    store.settle(late, actual=1)
+    spent += 1 + spend_for(1.0, store, cap=4)
+    assert spent == 4  # never 3 against a cap of 4: the late booking wasted nothing
+    wait_until(lambda: counter(redis_server) == 4, "the late reserve taken back")
+    with redis_server.client() as client:
+        assert [client.get(mark) for mark in client.keys("sift:reserve:*")].count(b"w") == 1
+
+
 def test_a_store_restarted_empty_keeps_the_last_total_seen_as_a_floor(
     gateways: Callable[[], RedisStore], redis_server: RedisServer
 ) -> None:

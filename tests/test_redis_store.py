@@ -18,7 +18,7 @@ from siftlib.errors import StoreError
 from siftlib.store import redis as redis_store
 from siftlib.store.base import Cached
 from siftlib.store.redis import RedisStore, open_redis_store
-from siftlib.store.redis_counter import _ADJUST, _BOOK
+from siftlib.store.redis_counter import _ADJUST, _BOOK, MARK_TTL
 
 
 def spend(store: RedisStore, *, cap: int) -> str | None:
@@ -58,7 +58,11 @@ def test_a_counter_key_carries_prefix_source_and_day_and_a_cleanup_ttl(
     store = open_shared()
     assert store.reserve("tavily", day=DAY, cap=5)
     with redis_server.client() as client:
-        assert client.keys("*") == [b"sift:cap:tavily:2025-11-30"]
+        # The counter, and the reserve's mark (so a late repeat books once) for ten minutes.
+        counter, mark = sorted(client.keys("*"))
+        assert counter == b"sift:cap:tavily:2025-11-30"
+        assert mark.startswith(b"sift:reserve:{sift:cap:tavily:2025-11-30}:")
+        assert (client.get(mark), 0 < client.ttl(mark) <= MARK_TTL) == (b"1", True)
         assert client.get("sift:cap:tavily:2025-11-30") == b"1"
         ttl = client.ttl("sift:cap:tavily:2025-11-30")
         # Past the next midnight wherever in the day it was made, and set once: a later

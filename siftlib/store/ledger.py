@@ -17,6 +17,10 @@ Decisions (store.md §2 "Faults", and where it is silent):
 - Every adjustment the counter may miss carries an id (`Op`), and the counter applies an id
   once: a settle or release that timed out, and reached the store after all, is not applied
   again when it is handed over later (a release applied twice let a fleet spend past a cap).
+- A reserve carries an id the counter books once. A late reply is tried once more under it
+  (a first try that ran after all is answered, not booked twice); one that still failed but
+  may have reached the counter is withdrawn once it answers (taken back if it ran, refused if
+  it runs later), so a reserve that lands after its caller gave up never wastes a credit.
 - Fallback: while the counter fails, a reservation is booked here. Per source and day an
   outage grants at most `share` of what was left under the cap when it began (`base`): with
   N gateways at share 1/N, together they stay within what was left. SQLite uses share 1 (the
@@ -59,11 +63,14 @@ class Unavailable(Exception):
 
     `outage` is False for a fault of that one operation (a late reply), True when the counter
     is down (refused, or late again and again): only an outage needs the settling time.
+    `sent` is False when the operation surely never reached the counter (nothing was sent,
+    or it was rolled back), so it cannot land late.
     """
 
-    def __init__(self, *, outage: bool = True) -> None:
+    def __init__(self, *, outage: bool = True, sent: bool = True) -> None:
         super().__init__("the shared counter is unavailable")
         self.outage = outage
+        self.sent = sent
 
 
 class Floor(NamedTuple):
@@ -84,10 +91,17 @@ class Counter(Protocol):
         cap: int,
         floor: Floor,
         ops: Sequence[tuple[str, int]],
+        reserve: str = "",
     ) -> tuple[bool, int, str]:
         """Re-create a lost total from `floor` (or raise it, once per earlier epoch), apply each
         op's id once, then add `credits` unless that passes `cap`; return (granted, total,
-        epoch). Raises `Unavailable`."""
+        epoch). A `reserve` id books once: a repeat is answered as the first time, and one
+        withdrawn is refused. Raises `Unavailable`."""
+        ...
+
+    def withdraw(self, slot: Slot, reserve: str) -> int | None:
+        """Take back a reserve that may have landed after it failed, or refuse it when it
+        lands; return the total, None when there is none. Raises `Unavailable`."""
         ...
 
     def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
@@ -123,12 +137,13 @@ class Op:
 class _Slot:
     """What this process knows of one source's day."""
 
-    __slots__ = ("base", "floor", "held", "local", "pending", "seen")
+    __slots__ = ("base", "floor", "held", "local", "pending", "seen", "withdrawals")
 
     def __init__(self) -> None:
         self.seen = 0
         self.held = 0
         self.pending: list[Op] = []
+        self.withdrawals: list[str] = []  # ids of reserves that failed but may land late
         self.base: int | None = None  # `seen` when the current outage began; None: no outage
         self.local = 0  # what the current outage booked here, against its allowance
         self.floor = Floor(0, "")
@@ -162,7 +177,7 @@ class Ledger:
             self._hand_over(slot)
         if self._trusted():
             try:
-                granted = self._book(slot, credits=credits, cap=cap)
+                granted = self._book_reserve(slot, credits=credits, cap=cap)
             except Unavailable:
                 pass
             else:
@@ -227,7 +242,7 @@ class Ledger:
         """Tell whether shared totals may grant: the counter answers and the outage settled."""
         return not self._down and time.monotonic() >= self._back_at + self.settle_after
 
-    def _book(self, slot: Slot, *, credits: int, cap: int) -> bool:
+    def _book(self, slot: Slot, *, credits: int, cap: int, reserve: str = "") -> bool:
         """Book credits on the counter with what is owed and the floor; raises `Unavailable`."""
         with self._lock:
             state = self._slot(slot)
@@ -237,7 +252,12 @@ class Ledger:
             floor = state.floor
         try:
             granted, total, epoch = self._counter.book(
-                slot, credits=credits, cap=cap, floor=floor, ops=[(o.ident, o.delta) for o in ops]
+                slot,
+                credits=credits,
+                cap=cap,
+                floor=floor,
+                ops=[(o.ident, o.delta) for o in ops],
+                reserve=reserve,
             )
         except Unavailable as exc:
             with self._lock:
@@ -255,14 +275,45 @@ class Ledger:
         self._answered()
         return granted
 
+    def _book_reserve(self, slot: Slot, *, credits: int, cap: int) -> bool:
+        """Book a reserve under an id of its own; raises `Unavailable`.
+
+        A late reply is tried once more under the same id (the counter books an id once, so a
+        first try that ran after all is not booked twice). A reserve that still failed but
+        may have reached the counter is withdrawn later, so it cannot waste a credit.
+        """
+        reserve = os.urandom(8).hex()
+        sent = False
+        for _ in range(2):
+            try:
+                return self._book(slot, credits=credits, cap=cap, reserve=reserve)
+            except Unavailable as exc:
+                sent = sent or exc.sent
+                failure = exc
+                if exc.outage:
+                    break
+        if sent:
+            with self._lock:
+                self._slot(slot).withdrawals.append(reserve)
+        raise failure
+
     def _hand_over(self, slot: Slot) -> None:
         """Carry what a slot owes to the counter, or find the counter back."""
         with self._lock:
-            owes = bool(self._slot(slot).pending)
+            state = self._slot(slot)
+            owes, withdrawals = bool(state.pending), list(state.withdrawals)
         try:
+            for reserve in withdrawals:
+                total = self._counter.withdraw(slot, reserve)
+                with self._lock:
+                    if reserve in state.withdrawals:
+                        state.withdrawals.remove(reserve)
+                    if total is not None:
+                        state.seen = total
+                self._answered()
             if owes:
                 self._book(slot, credits=0, cap=NO_CAP)
-            elif self._down:
+            elif self._down and not withdrawals:
                 self._counter.probe()
                 self._answered()
         except Unavailable as exc:
@@ -309,12 +360,12 @@ class Ledger:
             state.pending.append(op)
 
     def _owing(self, day: str | None = None) -> list[Slot]:
-        """The slots that owe the counter an adjustment: of `day`, or of any day."""
+        """The slots that owe the counter an adjustment or a withdrawal: of `day`, or any."""
         with self._lock:
             return [
                 slot
                 for slot, state in self._slots.items()
-                if state.pending and day in (None, slot[1])
+                if (state.pending or state.withdrawals) and day in (None, slot[1])
             ]
 
     def _slot(self, slot: Slot) -> _Slot:
@@ -354,7 +405,8 @@ class Ledger:
                     continue
                 self._answered()
             with self._lock:  # under the lock `_failed` takes: a fault after this starts anew
-                if not self._down and not any(state.pending for state in self._slots.values()):
+                owes = any(state.pending or state.withdrawals for state in self._slots.values())
+                if not self._down and not owes:
                     self._prober = None
                     return
         with self._lock:

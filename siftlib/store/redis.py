@@ -33,17 +33,19 @@ Decisions (store.md §2, and where it is silent):
 - The record, `<prefix>ledger:{<counter key>}` (a hash, 48 h from its last write), holds the
   ids of the adjustments applied, so one that timed out and reached the store after all is
   applied once, and the highest floor sent after a fault, so a counter that came back empty
-  is raised to the most any gateway knew. A plain reserve writes no record.
+  is raised to the most any gateway knew. A plain reserve writes no record, but a mark of its
+  own, `<prefix>reserve:{<counter key>}:<id>` (10 minutes): a reserve whose reply was late is
+  tried again under its id and booked once, and one withdrawn is refused if it runs later.
 - Cache: the value lives `min(cache_ttl, the rest of the UTC hour)` on the server (`PX`), as
   SQLite's rows do; `sweep` has nothing to do. A miss takes the fill lock (`SET NX PX`, for the
   search timeout, the longest a fill can take); a miss that finds the lock taken polls for the
   value for at most `FILL_WAIT` (1 s, within the request's deadline margin), then searches anyway.
   A put stores the value and drops the lock; a fill that stores nothing (a partial answer)
   leaves it to expire.
-- Faults: connect and read timeouts of 50 ms and no client retries (a retried reserve could
-  book twice). A refused connection, or `LATE_LIMIT` (3) timeouts in a row, mark the store
-  down for `RETRY_AFTER` (1 s), during which nothing waits on it; then the next operation
-  tries again, so the store recovers by itself. A single timeout fails its operation only.
+- Faults: connect and read timeouts of 50 ms and no client retries (the ledger retries a
+  reserve itself, under its id). A refused connection, or `LATE_LIMIT` (3) timeouts in a
+  row, mark the store down for `RETRY_AFTER` (1 s), during which nothing waits on it; then
+  the next operation tries again, so the store recovers by itself. A single timeout fails its operation only.
   While it is down, cache operations raise `StoreError("unavailable")` (the search goes on
   uncached, warning `store: unavailable`), `problem` says `redis unreachable`, and caps fall
   back to the ledger's fallback in this process (`fallback_share` of what was left when the
@@ -200,7 +202,7 @@ class RedisStore(LedgerCaps):
     def _call(self, operation: Callable[[redis.Redis], T]) -> T:
         """Run one operation on the store, unless it is down; raise `Unavailable` if it fails."""
         if self._problem is not None and time.monotonic() < self._retry_at:
-            raise Unavailable
+            raise Unavailable(sent=False)
         try:
             result = operation(self._client)
         except redis.exceptions.AuthenticationError:

@@ -25,12 +25,17 @@ if TYPE_CHECKING:
     from siftlib.store.redis import RedisStore
 
 COUNTER_TTL = 48 * 3600
+# How long a reserve's mark lives: a late reply's reserve and its withdrawal both run within
+# seconds of the server answering again; the mark only has to outlive that.
+MARK_TTL = 600
 
-# KEYS[1] the day's counter, KEYS[2] its record; ARGV credits, cap, ttl, the caller's floor
-# and its epoch, a new epoch, then an id and a delta for each adjustment owed. A counter gone
-# while the caller saw a total is re-created from that floor in the new epoch; a floor seen
-# in an earlier epoch than the counter's raises it by what it knew more, once. Each owed id
-# is applied once; then the credits are added only under the cap.
+# KEYS[1] the day's counter, KEYS[2] its record, KEYS[3] (a reserve's) its mark; ARGV
+# credits, cap, ttl, the caller's floor and its epoch, a new epoch, the mark's ttl, then an id
+# and a delta for each adjustment owed. A counter gone while the caller saw a total is
+# re-created from that floor in the new epoch; a floor seen in an earlier epoch than the
+# counter's raises it by what it knew more, once. Each owed id is applied once; then the
+# credits are added only under the cap. A reserve found marked ran already (its reply was
+# late: it is answered as then, booked once) or was withdrawn ('w': refused).
 _BOOK = """
 local raw = redis.call('GET', KEYS[1])
 local used = tonumber(raw or '0')
@@ -52,19 +57,23 @@ elseif floor > 0 then
     end
   end
 end
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[2], ARGV[i], 1) == 1 then
     used = used + tonumber(ARGV[i + 1])
   end
 end
-if epoch ~= '' or #ARGV > 6 then
+if epoch ~= '' or #ARGV > 7 then
   redis.call('EXPIRE', KEYS[2], ARGV[3])
 end
 used = math.max(used, 0)
 local granted = 0
-if used + tonumber(ARGV[1]) <= tonumber(ARGV[2]) then
+local mark = KEYS[3] and redis.call('GET', KEYS[3])
+if mark then
+  if mark ~= 'w' then granted = 1 end
+elseif used + tonumber(ARGV[1]) <= tonumber(ARGV[2]) then
   used = used + tonumber(ARGV[1])
   granted = 1
+  if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[7]) end
 end
 if not raw then
   redis.call('SET', KEYS[1], used, 'EX', ARGV[3])
@@ -84,6 +93,19 @@ local total = math.max(tonumber(raw) + tonumber(ARGV[2]), 0)
 redis.call('SET', KEYS[1], total, 'KEEPTTL')
 return total
 """
+# KEYS[1] the day's counter, KEYS[2] a reserve's mark; ARGV the mark's ttl. A reserve that
+# ran (its mark holds its credits) is taken back; one not run yet is refused when it does (its
+# mark says 'w' from now on). Nil when the counter is gone; else the total.
+_WITHDRAW = """
+local mark = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], 'w', 'EX', ARGV[1])
+local raw = redis.call('GET', KEYS[1])
+if not raw then return false end
+if not mark or mark == 'w' then return tonumber(raw) end
+local total = math.max(tonumber(raw) - tonumber(mark), 0)
+redis.call('SET', KEYS[1], total, 'KEEPTTL')
+return total
+"""
 
 
 class _Script:
@@ -94,7 +116,7 @@ class _Script:
         self._source = source
         self._sha = hashlib.sha1(source.encode()).hexdigest()
 
-    def __call__(self, keys: tuple[str, str], *args: int | str) -> object:
+    def __call__(self, keys: tuple[str, ...], *args: int | str) -> object:
         try:
             return self._client.evalsha(self._sha, len(keys), *keys, *args)
         except redis.exceptions.NoScriptError:
@@ -109,6 +131,7 @@ class RedisCounter:
         self._store = store
         self._book = _Script(store._client, _BOOK)
         self._adjust = _Script(store._client, _ADJUST)
+        self._withdraw = _Script(store._client, _WITHDRAW)
 
     def book(
         self,
@@ -118,14 +141,20 @@ class RedisCounter:
         cap: int,
         floor: Floor,
         ops: Sequence[tuple[str, int]],
+        reserve: str = "",
     ) -> tuple[bool, int, str]:
-        """Run the booking script: the floor, owed ops once each, then credits under the cap."""
+        """Run the booking script: the floor, owed ops once each, then credits under the cap
+        (once per reserve id, which the script marks)."""
         store = self._store
         args: list[int | str] = [credits, cap, COUNTER_TTL, floor.total, floor.epoch]
         args.append(os.urandom(8).hex() if floor.total > 0 else "")  # the epoch if it re-creates
+        args.append(MARK_TTL)
         for ident, delta in ops:
             args += [ident, delta]
-        answer = store._call(lambda client: self._book(store._cap_keys(slot), *args))
+        keys: tuple[str, ...] = store._cap_keys(slot)
+        if reserve:
+            keys += (self._mark(keys[0], reserve),)
+        answer = store._call(lambda client: self._book(keys, *args))
         granted, total, epoch = cast(list[int | bytes], answer)
         return bool(granted), int(total), cast(bytes, epoch).decode()
 
@@ -136,6 +165,14 @@ class RedisCounter:
         total = store._call(
             lambda client: self._adjust(store._cap_keys(slot), ident, delta, COUNTER_TTL)
         )
+        return None if total is None else int(cast(int, total))
+
+    def withdraw(self, slot: Slot, reserve: str) -> int | None:
+        """Run the withdrawing script: take a reserve back if it ran, refuse it if it runs."""
+        store = self._store
+        counter = store._cap_keys(slot)[0]
+        keys = (counter, self._mark(counter, reserve))
+        total = store._call(lambda client: self._withdraw(keys, MARK_TTL))
         return None if total is None else int(cast(int, total))
 
     def totals(self, day: str) -> dict[str, int]:
@@ -157,3 +194,7 @@ class RedisCounter:
     def lasting(self) -> bool:
         """True once the store is closed."""
         return self._store._retry_at == float("inf")
+
+    def _mark(self, counter: str, reserve: str) -> str:
+        """A reserve's mark, in its counter's Cluster hash slot (as the record is)."""
+        return f"{self._store.prefix}reserve:{{{counter}}}:{reserve}"

@@ -50,10 +50,12 @@ class SQLiteCounter:
         cap: int,
         floor: Floor,
         ops: Sequence[tuple[str, int]],
+        reserve: str = "",
     ) -> tuple[bool, int, str]:
         """Book credits under the cap after what is owed, in one transaction.
 
-        The floor is not needed: a file does not come back empty under an open store.
+        Neither the floor nor the reserve id is needed: a file does not come back empty under
+        an open store, and a booking that failed was rolled back, so it never lands late.
         """
         source, day = slot
         owed = sum(delta for _, delta in ops)
@@ -78,6 +80,10 @@ class SQLiteCounter:
             lambda db: int(db.execute(_ADD, (day, source, delta, delta)).fetchone()[0])
         )
 
+    def withdraw(self, slot: Slot, reserve: str) -> int | None:
+        """Never asked: a failed booking was rolled back (`Unavailable.sent` is False here)."""
+        return None
+
     def totals(self, day: str) -> dict[str, int]:
         """Return the day's totals per source."""
         query = "SELECT source, used FROM credits WHERE day = ?"
@@ -96,8 +102,8 @@ class SQLiteCounter:
     def _call(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         try:
             return self._store._run(operation)
-        except StoreError:
-            raise Unavailable from None
+        except StoreError:  # rolled back: nothing of it reached the file
+            raise Unavailable(sent=False) from None
 
 
 def _reserve(
