@@ -45,12 +45,13 @@ Decisions (store.md §2, and where it is silent):
 - Faults: connect and read timeouts of 50 ms and no client retries (the ledger retries a
   reserve itself, under its id). A refused connection, or `LATE_LIMIT` (3) timeouts in a
   row, mark the store down for `RETRY_AFTER` (1 s), during which nothing waits on it; then
-  the next operation tries again, so the store recovers by itself. A single timeout fails its operation only.
-  While it is down, cache operations raise `StoreError("unavailable")` (the search goes on
-  uncached, warning `store: unavailable`), `problem` says `redis unreachable`, and caps fall
-  back to the ledger's fallback in this process (`fallback_share` of what was left when the
-  outage began), handed over when the store is back; for `SETTLE_AFTER` (2 s) after that,
-  grants stay on the fallback while every gateway hands its outage spend over.
+  the next operation tries again, so the store recovers by itself. A single timeout fails
+  its operation only. While it is down, cache operations raise `StoreError("unavailable")`
+  (the search goes on uncached, warning `store: unavailable`), `problem` says
+  `redis unreachable`, and caps fall back to the ledger's fallback in this process
+  (`fallback_share` of what was left when the outage began), handed over when the store is
+  back; for `SETTLE_AFTER` (2 s) after that, grants stay on the fallback while every gateway
+  hands its outage spend over.
 - Credentials: the password comes from `secret.env` only (config refuses one in the URL, and
   URL options, which would override it). No message, problem or log line carries the URL;
   they name `host:port` at most.
