@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 import redis
+from gatewaykit import free_port
 
 START_TIMEOUT = 10.0
 
@@ -30,13 +30,6 @@ def redis_server_binary() -> str:
             pytest.fail(f"{reason}; CI never skips the shared-store tests")
         pytest.skip(reason)
     return found
-
-
-def free_port() -> int:
-    """Return a loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisServer:

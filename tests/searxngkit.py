@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from gatewaykit import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 VENDOR = REPO.parent / "shared" / "vendor"
@@ -81,13 +81,6 @@ def settings_text(engine_url: str, *, edit: Callable[[str], str] = lambda text: 
     assert text.count("use_default_settings: true\n") == 1, "deploy settings changed shape"
     override = _ENGINE_OVERRIDE.format(name=ENGINE, url=engine_url)
     return edit(text.replace("use_default_settings: true\n", "") + "\n" + override)
-
-
-def free_port() -> int:
-    """Return a loopback port that was free a moment ago."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

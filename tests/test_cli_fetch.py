@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import io
 import json
-import socket
 from pathlib import Path
 
 import pytest
 from fetchkit import Listener, PageServer, page
+from gatewaykit import free_port
 
 from siftlib.cli import main
 
@@ -24,14 +24,6 @@ def config(tmp_path: Path, *allow: str, extra: str = "") -> str:
     path = tmp_path / "config.toml"
     path.write_text(f'[fetch]\nallow = {json.dumps(list(allow))}\ntimeout = "5s"\n{extra}')
     return str(path)
-
-
-def free_port() -> int:
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = int(probe.getsockname()[1])
-    probe.close()
-    return port
 
 
 def test_prints_the_main_content_as_markdown(

@@ -70,14 +70,6 @@ def fleet(
         yield make
 
 
-def wait_for(condition: Callable[[], bool]) -> None:
-    """Poll until the condition holds; fail after 60 s (a load thread died, say)."""
-    deadline = time.monotonic() + 60
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never came true"
-        time.sleep(0.01)
-
-
 def search(url: str, query: str, caller: str = "bob") -> dict[str, Any]:
     reply = call(url, "POST", "/v1/search", {"query": query}, token=TOKENS[caller])
     assert reply.status == 200, reply.raw
@@ -161,7 +153,7 @@ def test_the_store_killed_under_load_then_restarted(
     ]
     for thread in threads:
         thread.start()
-    wait_for(lambda: len(answers) >= 20)
+    wait_until(lambda: len(answers) >= 20, "20 answers", limit=60)
     assert call(urls[0], "GET", "/healthz").json["store"] == "redis"
     metrics = call(urls[0], "GET", "/metrics", token=TOKENS["bob"]).json
     assert metrics["store_up"] == {"kind=redis": 1}
@@ -169,7 +161,11 @@ def test_the_store_killed_under_load_then_restarted(
     before = len(tavily.calls)
     assert before < cap  # the cap is not reached yet: what follows tests the local ledgers
     # Keep going well past the kill: every search answers, uncached.
-    wait_for(lambda: sum("store: unavailable" in a["warnings"] for a in answers) >= 60)
+    wait_until(
+        lambda: sum("store: unavailable" in a["warnings"] for a in answers) >= 60,
+        "60 answers without the store",
+        limit=60,
+    )
     for url in urls:
         health = call(url, "GET", "/healthz").json
         assert health["status"] == "degraded"
