@@ -30,9 +30,7 @@ from siftlib.gateway import api, routes, wire
 from siftlib.gateway.api import ROUTES, Rejected
 
 if TYPE_CHECKING:
-    from siftlib.fetch.fetcher import FetchRequest, FetchResult
     from siftlib.gateway.server import GatewayServer
-    from siftlib.search.pipeline import SearchRequest, SearchResponse
 
 log = logging.getLogger("sift.http")
 _METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS")
@@ -85,12 +83,7 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RD)
 
     def handle_one_request(self) -> None:
-        """Wait for a request, then read and answer it.
-
-        A new connection must send its first byte within `first_byte_timeout`. After that a
-        request's head and body (and on keep-alive, the wait before it) must arrive within one
-        socket timeout: a per-recv timeout alone would let a client drip one byte at a time.
-        """
+        """Wait for a request, then read and answer it, each wait watched (module docstring)."""
         server = self.server
         self._reading_body = False
         if self.served == 0:
@@ -202,44 +195,9 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             server.request_finished()
 
-    def run_search(self, request: SearchRequest, started: float) -> SearchResponse:
-        """Run a search in a slot; past its deadline this handler answers 503 at once."""
-        return self.server.run_search(
-            request, started=started, on_expiry=self._answer_late, connection=self.connection
-        )
-
-    def run_fetch(self, request: FetchRequest, started: float) -> FetchResult:
-        """Run a fetch in a fetch slot; past its deadline this handler answers 408 at once."""
-        return self.server.run_fetch(
-            request, started=started, on_expiry=self._answer_late, connection=self.connection
-        )
-
-    def check_local_origin(self, method: str) -> None:
-        """In open mode, refuse what a web page could send: a foreign Host, a non-JSON POST."""
-        from siftlib.gateway.server import is_local_host  # open mode only; no import cycle
-
-        port = self.server.server_port
-        if not is_local_host(self.field("host") or "", port):
-            raise Rejected(
-                HTTPStatus.FORBIDDEN,
-                "forbidden",
-                f"without caller tokens the Host must be 127.0.0.1:{port}, [::1]:{port} "
-                f"or localhost:{port}",
-            )
-        if method == "POST" and not self._json_body_declared():
-            raise Rejected(
-                HTTPStatus.FORBIDDEN,
-                "forbidden",
-                "without caller tokens a POST must be sent as Content-Type: application/json",
-            )
-
-    def _json_body_declared(self) -> bool:
-        media_type = (self.field("content-type") or "").partition(";")[0]
-        return media_type.strip().lower() == "application/json"
-
     def read_body(self) -> dict[str, Any]:
         """Read the body (exactly `Content-Length` bytes, at most 64 KiB) as a JSON object."""
-        if not self._json_body_declared():
+        if not wire.declares_json(self.fields):
             raise Rejected(
                 HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
                 "unsupported media type",
@@ -267,8 +225,8 @@ class Handler(BaseHTTPRequestHandler):
         headers = api.error_headers(exc, route=route)
         self.send_json(exc.status, api.error_payload(exc, route=route), headers=headers)
 
-    def _answer_late(self) -> None:
-        """Answer from the deadline thread while the work runs on (never blocks)."""
+    def answer_late(self) -> None:
+        """Answer from the deadline thread while the work runs on (never blocks): 503 or 408."""
         status, payload = routes.late_answer(self.route)
         data = wire.encode_json(status, payload, {}, server=self.server_version, close=True)
         self.server.metrics.inc("http_shed", reason="deadline")
@@ -317,10 +275,6 @@ class Handler(BaseHTTPRequestHandler):
         """Return the first value of a header field (its name lowercased), or None."""
         values = self.fields.get(name)
         return values[0] if values else None
-
-    def date_time_string(self, timestamp: float | None = None) -> str:
-        """Return the `Date` header value, formatted once per second."""
-        return wire.http_date(timestamp)
 
     def _count(self, status: HTTPStatus) -> None:
         if self.restricted_caller:

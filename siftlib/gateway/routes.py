@@ -4,7 +4,9 @@
     handler.reject(routes.rejection(exc, route=r))  # any error as its status and sentence
 
 A route's methods are the contract's (`api.ROUTES`); `ENDPOINTS` names the function serving
-it and whether it needs a caller token (only `/healthz` does not). Errors map to statuses in
+it and whether it needs a caller token (only `/healthz` does not). In open mode every request
+passes `check_local_origin` first. Searches and fetches run in the server's slots
+(`GatewayServer.run_search`, `run_fetch`), the handler answering for them at their deadline. Errors map to statuses in
 `rejection` by the code each error carries (`api.ERROR_STATUS`), the same for both dialects:
 `api.error_payload` shapes the body (Firecrawl's `success: false` on `/v2/` paths). The fetch
 routes shape their own failures' bodies (`scrape.failure`, by the same table), since a refused
@@ -25,6 +27,7 @@ from siftlib.metrics import visible_to
 
 if TYPE_CHECKING:
     from siftlib.gateway.handler import Handler
+    from siftlib.search.pipeline import SearchRequest, SearchResponse
 
 log = logging.getLogger("sift.http")
 
@@ -60,14 +63,14 @@ def native_search(handler: Handler, caller: str, started: float) -> None:
     """`POST /v1/search`: the native envelope (search.md §3.1)."""
     body = handler.read_body()
     request = api.native_request(body, caller=caller, default_k=handler.server.default_k)
-    data = api.native_body(handler.run_search(request, started))
+    data = api.native_body(run_search(handler, request, started))
     handler.send(HTTPStatus.OK, data, "application/json")
 
 
 def firecrawl_search(handler: Handler, caller: str, started: float) -> None:
     """`POST /v2/search`: Firecrawl's web hits."""
     request = api.firecrawl_request(handler.read_body(), caller=caller)
-    data = api.firecrawl_body(handler.run_search(request, started))
+    data = api.firecrawl_body(run_search(handler, request, started))
     handler.send(HTTPStatus.OK, data, "application/json")
 
 
@@ -85,13 +88,22 @@ def fetch(handler: Handler, caller: str, started: float) -> None:
             request = asked.fetch
         else:
             request = scrape.native_request(body, caller=caller)
-        result = handler.run_fetch(request, started)
+        result = handler.server.run_fetch(
+            request, started=started, on_expiry=handler.answer_late, connection=handler.connection
+        )
     except (Blocked, FetchFailed, QueryError) as exc:
         status, payload = scrape.failure(exc, firecrawl=firecrawl)
         handler.send_json(HTTPStatus(status), payload)
         return
     data = scrape.firecrawl_body(result, asked) if firecrawl else scrape.native_body(result)
     handler.send(HTTPStatus.OK, data, "application/json")
+
+
+def run_search(handler: Handler, request: SearchRequest, started: float) -> SearchResponse:
+    """Run a search in a slot; past its deadline the handler answers 503 at once."""
+    return handler.server.run_search(
+        request, started=started, on_expiry=handler.answer_late, connection=handler.connection
+    )
 
 
 class Endpoint(NamedTuple):
@@ -122,7 +134,7 @@ def serve(handler: Handler, method: str, started: float) -> None:
         raise Rejected(HTTPStatus.METHOD_NOT_ALLOWED, "method not allowed")
     server = handler.server
     if server.open_mode:
-        handler.check_local_origin(method)
+        check_local_origin(handler, method)
     endpoint = ENDPOINTS[route]
     caller = "local"
     if endpoint.needs_token:
@@ -132,6 +144,26 @@ def serve(handler: Handler, method: str, started: float) -> None:
         caller = found
         handler.restricted_caller = caller in server.restricted
     endpoint.serve(handler, caller, started)
+
+
+def check_local_origin(handler: Handler, method: str) -> None:
+    """In open mode, refuse what a web page could send: a foreign Host, a non-JSON POST."""
+    from siftlib.gateway.server import is_local_host  # open mode only; no import cycle
+
+    port = handler.server.server_port
+    if not is_local_host(handler.field("host") or "", port):
+        raise Rejected(
+            HTTPStatus.FORBIDDEN,
+            "forbidden",
+            f"without caller tokens the Host must be 127.0.0.1:{port}, [::1]:{port} "
+            f"or localhost:{port}",
+        )
+    if method == "POST" and not wire.declares_json(handler.fields):
+        raise Rejected(
+            HTTPStatus.FORBIDDEN,
+            "forbidden",
+            "without caller tokens a POST must be sent as Content-Type: application/json",
+        )
 
 
 def late_answer(route: str) -> tuple[HTTPStatus, dict[str, object]]:

@@ -179,6 +179,12 @@ def body_length(fields: Mapping[str, list[str]]) -> int:
     return int(text)
 
 
+def declares_json(fields: Mapping[str, list[str]]) -> bool:
+    """Say whether the body is declared `Content-Type: application/json` (parameters allowed)."""
+    media_type = (fields.get("content-type") or [""])[0].partition(";")[0]
+    return media_type.strip().lower() == "application/json"
+
+
 def body_expected(method: str, fields: Mapping[str, list[str]]) -> bool:
     """Say whether a request may carry a body (so an unread one must close the connection)."""
     declared = [value.strip() for value in fields.get("content-length", ["0"])]
