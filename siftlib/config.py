@@ -437,7 +437,7 @@ def _fetch_config(table: _Table) -> FetchConfig:
                 "allow", f'entries must be "host:port" strings, not {entry!r}'
             ) from None
         if hole.ip is not None and not hole.ip.is_loopback:
-            from siftlib.net.dial import address_kind  # only for such an entry: it loads httpx
+            from siftlib.net.addresses import address_kind  # only for such an entry
 
             if address_kind(hole.ip) == "metadata":
                 raise table.error(

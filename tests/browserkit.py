@@ -18,7 +18,8 @@ import pytest
 from siftlib.config import BrowserConfig, FetchConfig
 from siftlib.fetch.fetcher import Fetcher
 from siftlib.metrics import Metrics
-from siftlib.net.dial import Connector, Resolver
+from siftlib.net.addresses import Resolver
+from siftlib.net.dial import Connector
 
 
 def need_chromium() -> None:

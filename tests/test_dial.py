@@ -24,13 +24,13 @@ import pytest
 from clockkit import Clock
 from gatewaykit import QuietServer
 
+from siftlib.net.addresses import is_public
 from siftlib.net.dial import (
     LookupFailed,
     RedirectRefused,
     UpstreamRefused,
     _Pin,
     _PinnedBackend,
-    is_public,
     open_upstream,
 )
 

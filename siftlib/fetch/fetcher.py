@@ -55,7 +55,8 @@ if TYPE_CHECKING:
     from siftlib.fetch.cache import FetchCache
     from siftlib.fetch.workers import WorkerPool
     from siftlib.metrics import Metrics
-    from siftlib.net.dial import Connector, Resolver
+    from siftlib.net.addresses import Resolver
+    from siftlib.net.dial import Connector
 
 # The records and the shared workers are this module's vocabulary too: callers import them here.
 __all__ = ["FetchRequest", "FetchResult", "Fetcher", "Page", "conversion_pool"]

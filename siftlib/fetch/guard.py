@@ -49,7 +49,7 @@ from urllib.parse import SplitResult, urlsplit
 import httpx
 
 from siftlib.errors import Blocked, FetchFailed, InvalidURL
-from siftlib.net.dial import Resolver, address_kind, describe_kind, resolve
+from siftlib.net.addresses import Resolver, address_kind, describe_kind, resolve
 from siftlib.net.pinholes import Pinhole, ip_literal, parse_pinhole
 
 __all__ = ["Guard", "Hop", "Pinhole", "parse_pinhole"]

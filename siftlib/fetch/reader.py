@@ -14,7 +14,7 @@ One fetch, under **one wall-clock deadline** (`min(request timeout, fetch.timeou
   override). Redirects (301, 302, 303, 307, 308) are followed here, at most `max_redirects`,
   each hop re-vetted and re-pinned; a redirect past that is refused before it is sent;
 - every socket wait (connect, TLS, each read and write) ends by the deadline
-  (`dial.wall_clock`), so a server that drips a byte a second is cut at the deadline;
+  (`wallclock.wall_clock`), so a server that drips a byte a second is cut at the deadline;
 - only GET, with our `User-Agent`, `Accept` and `Accept-Encoding: gzip, deflate`; no cookies,
   no credentials, no caller headers, no proxy from the environment;
 - the head decides: a content type fetch does not read is refused (`UnsupportedContent`)
@@ -54,7 +54,8 @@ import httpx
 from siftlib.errors import Blocked, Cancelled, FetchFailed, UnsupportedContent
 from siftlib.fetch.guard import Guard, Hop
 from siftlib.fetch.models import PDF_TYPE, Page
-from siftlib.net.dial import CANCEL_POLL, Connector, current_cancel, pinned_transport, wall_clock
+from siftlib.net.dial import Connector, pinned_transport
+from siftlib.net.wallclock import CANCEL_POLL, current_cancel, wall_clock
 
 if TYPE_CHECKING:
     from siftlib.config import FetchConfig

@@ -48,134 +48,46 @@ store, which the operator may point elsewhere with `SSL_CERT_FILE`/`SSL_CERT_DIR
 system's roots are configured on some hosts); there is no switch to turn verification off.
 Error texts and log lines never carry a host or URL.
 
-Not public (`is_public` is False), one table below, each row tested:
-
-    IPv4  0/8 this network, 10/8, 172.16/12, 192.168/16 private, 100.64/10 CGNAT,
-          127/8 loopback, 169.254/16 link-local, 192.0.0/24 protocol assignments,
-          192.0.2/24 198.51.100/24 203.0.113/24 documentation, 192.88.99/24 6to4 relay,
-          198.18/15 benchmarking, 224/4 multicast, 240/4 reserved and broadcast
-    IPv6  everything outside 2000::/3 (unspecified, loopback, IPv4-mapped and -compatible,
-          ULA fc00::/7, link-local, site-local, multicast, discard 100::/64, 64:ff9b:1::/48)
-          except NAT64 64:ff9b::/96 of a public IPv4; inside 2000::/3: 2001::/23 protocol
-          assignments (Teredo 2001::/32 is public only if server and client IPv4 both are),
-          2001:db8::/32 and 3fff::/20 documentation, 5f00::/16 SRv6, 2002::/16 6to4 of a
-          non-public IPv4
-    cloud metadata (refused for every source, even SearXNG and under allow_private):
-          169.254.169.254 (AWS, GCP, Azure, OCI, DigitalOcean), 169.254.170.2 (ECS),
-          169.254.0.23 (Tencent), 100.100.100.200 (Alibaba), 168.63.129.16 (Azure
-          WireServer, inside a public range), 192.0.0.192 (OCI), fd00:ec2::254 (AWS IPv6)
+The address table (what is public, what is cloud metadata) is `siftlib.net.addresses`;
+the wall-clock deadline and cancel every socket wait honours is `siftlib.net.wallclock`.
 """
 
 from __future__ import annotations
 
-import contextvars
 import ipaddress
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from http.cookiejar import CookieJar, DefaultCookiePolicy
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 import httpcore
 import httpx
-from httpcore._backends.sync import SyncStream
 
-from siftlib.errors import Cancelled
 from siftlib.lazylog import LazyLogger
+from siftlib.net.addresses import Resolver, is_metadata, is_public, resolve
+from siftlib.net.wallclock import DeadlineStream
 
 __all__ = [
+    "Connector",
     "LookupFailed",
     "RedirectRefused",
     "Upstream",
     "UpstreamRefused",
-    "address_kind",
-    "describe_kind",
-    "is_public",
+    "announce_allow_private",
     "open_upstream",
-    "resolve",
+    "pinned_transport",
 ]
 
 log = LazyLogger("sift")
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Resolver = Callable[[str, int], list[str]]
 Connector = Callable[[tuple[str, int], float | None], socket.socket]
 
 _RETRY_REFUSED = 30.0
 _DEFAULT_PORTS = {"http": 80, "https": 443}
-
-_NOT_PUBLIC_V4 = tuple(
-    (ipaddress.IPv4Network(net), kind)
-    for net, kind in (
-        ("0.0.0.0/8", "this-network"),
-        ("10.0.0.0/8", "private"),
-        ("100.64.0.0/10", "cgnat"),
-        ("127.0.0.0/8", "loopback"),
-        ("169.254.0.0/16", "link-local"),
-        ("172.16.0.0/12", "private"),
-        ("192.0.0.0/24", "reserved"),
-        ("192.0.2.0/24", "documentation"),
-        ("192.88.99.0/24", "reserved"),
-        ("192.168.0.0/16", "private"),
-        ("198.18.0.0/15", "benchmarking"),
-        ("198.51.100.0/24", "documentation"),
-        ("203.0.113.0/24", "documentation"),
-        ("224.0.0.0/4", "multicast"),
-        ("240.0.0.0/4", "reserved"),
-    )
-)
-_GLOBAL_V6 = ipaddress.IPv6Network("2000::/3")
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
-_COMPATIBLE = ipaddress.IPv6Network("::/96")
-_R = TypeVar("_R")
-_TEREDO = ipaddress.IPv6Network("2001::/32")
-_SIX_TO_FOUR = ipaddress.IPv6Network("2002::/16")
-# Outside 2000::/3 everything is refused; these rows only name why.
-_NOT_GLOBAL_V6 = tuple(
-    (ipaddress.IPv6Network(net), kind)
-    for net, kind in (
-        ("::/128", "unspecified"),
-        ("::1/128", "loopback"),
-        ("fc00::/7", "unique-local"),
-        ("fe80::/10", "link-local"),
-        ("fec0::/10", "site-local"),
-        ("ff00::/8", "multicast"),
-    )
-)
-_NOT_PUBLIC_V6 = tuple(
-    (ipaddress.IPv6Network(net), kind)
-    for net, kind in (
-        ("2001:db8::/32", "documentation"),
-        ("2001::/23", "reserved"),
-        ("3fff::/20", "documentation"),
-        ("5f00::/16", "reserved"),
-    )
-)
-_METADATA = frozenset(
-    ipaddress.ip_address(ip)
-    for ip in (
-        "169.254.169.254",
-        "169.254.170.2",
-        "169.254.0.23",
-        "100.100.100.200",
-        "168.63.129.16",
-        "192.0.0.192",
-        "fd00:ec2::254",
-    )
-)
-_KIND_PHRASES = {
-    "this-network": "a this-network (0.0.0.0/8) address",
-    "cgnat": "a carrier-grade NAT (100.64.0.0/10) address",
-    "metadata": "a cloud metadata address",
-    "unspecified": "the unspecified address",
-    "ipv4-mapped": "an IPv4-mapped address",
-    "ipv4-compatible": "an IPv4-compatible address",
-}
 
 
 class UpstreamRefused(httpx.ConnectError):
@@ -192,69 +104,6 @@ REFUSED = "upstream refused"
 
 class RedirectRefused(httpx.TooManyRedirects):
     """The upstream redirected to another scheme, host or port; the redirect was not followed."""
-
-
-def is_public(ip: str | IPAddress) -> bool:
-    """Tell whether an address is a public unicast address a public source may resolve to."""
-    return address_kind(ip) is None
-
-
-def address_kind(ip: str | IPAddress) -> str | None:
-    """Name the kind of a non-public address (`loopback`, `private`, …); None when public.
-
-    An IPv6 address that embeds an IPv4 one (mapped, compatible, NAT64, 6to4, Teredo) is
-    named by the embedded address when that is not public.
-    """
-    address = _unscoped(ipaddress.ip_address(ip) if isinstance(ip, str) else ip)
-    if address in _METADATA:
-        return "metadata"
-    if isinstance(address, ipaddress.IPv4Address):
-        return next((kind for net, kind in _NOT_PUBLIC_V4 if address in net), None)
-    if address in _NAT64:
-        return address_kind(ipaddress.IPv4Address(address.packed[-4:]))
-    if address not in _GLOBAL_V6:
-        for net, kind in _NOT_GLOBAL_V6:
-            if address in net:
-                return kind
-        for net, kind in ((_MAPPED, "ipv4-mapped"), (_COMPATIBLE, "ipv4-compatible")):
-            if address in net:
-                return address_kind(ipaddress.IPv4Address(address.packed[-4:])) or kind
-        return "reserved"
-    if address in _TEREDO:
-        server, client = address.teredo or (address, address)
-        return address_kind(server) or address_kind(client)
-    if address in _SIX_TO_FOUR:
-        return address_kind(address.sixtofour) if address.sixtofour else "reserved"
-    return next((kind for net, kind in _NOT_PUBLIC_V6 if address in net), None)
-
-
-def describe_kind(kind: str) -> str:
-    """Return an address kind as a noun phrase: `loopback` → "a loopback address"."""
-    return _KIND_PHRASES.get(kind, f"a {kind} address")
-
-
-def _unscoped(address: IPAddress) -> IPAddress:
-    """Drop an IPv6 `%scope`, which would make every network comparison false."""
-    if isinstance(address, ipaddress.IPv6Address):
-        return ipaddress.IPv6Address(address.packed)
-    return address
-
-
-def _is_metadata(address: IPAddress) -> bool:
-    """Tell whether an address reaches a cloud metadata service, also IPv4-mapped or NAT64."""
-    address = _unscoped(address)
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        elif address in _NAT64:
-            address = ipaddress.IPv4Address(address.packed[-4:])
-    return address in _METADATA
-
-
-def resolve(host: str, port: int) -> list[str]:
-    """Resolve a host name to its TCP addresses, in the resolver's order, without repeats."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
 class _FixedPin:
@@ -325,7 +174,7 @@ class _Pin(_FixedPin):
             parsed = [ipaddress.ip_address(ip) for ip in answer]
         except ValueError:
             parsed = []
-        acceptable = bool(parsed) and not any(_is_metadata(ip) for ip in parsed)
+        acceptable = bool(parsed) and not any(is_metadata(ip) for ip in parsed)
         if self._public:
             acceptable = acceptable and all(is_public(ip) for ip in parsed)
         self._addresses = tuple(answer) if acceptable else ()
@@ -362,105 +211,10 @@ class _PinnedBackend(httpcore.NetworkBackend):
             for option in socket_options or ():
                 sock.setsockopt(*option)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return _DeadlineStream(sock)
+            return DeadlineStream(sock)
         if isinstance(error, TimeoutError):
             raise httpcore.ConnectTimeout(str(error)) from error
         raise httpcore.ConnectError(str(error)) from error
-
-
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
-
-
-_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
-    "cancel", default=None
-)
-# How often a socket wait with a cancel event looks at it (a wait without one never wakes).
-CANCEL_POLL = 0.05
-
-
-@contextmanager
-def wall_clock(deadline: float | None, *, cancel: threading.Event | None = None) -> Iterator[None]:
-    """Cap every socket wait of the pinned streams used inside by `deadline` (monotonic).
-
-    With `cancel`, a wait also ends soon after the event is set, raising `Cancelled`: the
-    request in flight is dropped with its connection, whatever it was waiting for.
-    """
-    token = _DEADLINE.set(deadline)
-    cancel_token = _CANCEL.set(cancel)
-    try:
-        yield
-    finally:
-        _CANCEL.reset(cancel_token)
-        _DEADLINE.reset(token)
-
-
-def current_cancel() -> threading.Event | None:
-    """Return the cancel event of the innermost `wall_clock`, if it has one."""
-    return _CANCEL.get()
-
-
-def _remaining(timeout: float | None) -> float | None:
-    """Return `timeout` cut to what is left of the current wall-clock deadline, if any."""
-    deadline = _DEADLINE.get()
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise httpcore.ReadTimeout("the wall-clock deadline passed")
-    return left if timeout is None else min(timeout, left)
-
-
-def _cancellable(
-    wait: Callable[[float | None], _R], timeout: float | None, cancel: threading.Event
-) -> _R:
-    """Run a socket wait in slices of `CANCEL_POLL`, raising `Cancelled` once `cancel` is set.
-
-    A slice that times out consumed nothing, so the wait is simply made again.
-    """
-    due = None if timeout is None else time.monotonic() + timeout
-    while True:
-        if cancel.is_set():
-            raise Cancelled("cancelled")
-        left = _remaining(None if due is None else max(due - time.monotonic(), 0.0))
-        if left is not None and left <= CANCEL_POLL:
-            return wait(left)
-        try:
-            return wait(CANCEL_POLL)
-        except httpcore.ReadTimeout:
-            continue
-
-
-class _DeadlineStream(SyncStream):
-    """A socket stream whose every wait ends by the wall-clock deadline set by `wall_clock`.
-
-    httpx's timeouts are per operation: a server dripping a byte a second never trips them.
-    """
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        cancel = _CANCEL.get()
-        if cancel is None:
-            return super().read(max_bytes, _remaining(timeout))
-        return _cancellable(
-            lambda left: super(_DeadlineStream, self).read(max_bytes, left), timeout, cancel
-        )
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        cancel = _CANCEL.get()
-        if cancel is None:
-            super().write(buffer, _remaining(timeout))
-        elif cancel.is_set():
-            raise Cancelled("cancelled")
-        else:  # a write that blocks is a send buffer full: bounded by the deadline
-            super().write(buffer, _remaining(timeout))
-
-    def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        stream = super().start_tls(ssl_context, server_hostname, _remaining(timeout))
-        return _DeadlineStream(stream.get_extra_info("socket"))
 
 
 class _PinnedTransport(httpx.HTTPTransport):

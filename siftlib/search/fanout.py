@@ -213,7 +213,7 @@ class FanOut:
         if cancel is None:
             self.deadline_clock.wait(futures.values(), until=deadline)
         else:
-            from siftlib.net.dial import CANCEL_POLL
+            from siftlib.net.wallclock import CANCEL_POLL
 
             clock = self.deadline_clock
             while not cancel.is_set() and clock.now() < deadline:
@@ -247,7 +247,7 @@ class FanOut:
         cancel: threading.Event | None = None,
     ) -> SourceOutcome:
         """Run one source's part of a search on a worker thread, with its latency."""
-        from siftlib.net.dial import wall_clock
+        from siftlib.net.wallclock import wall_clock
 
         started = self.deadline_clock.now()
         # The deadline is on `deadline_clock` (a test's may not be monotonic): only the cancel.
@@ -290,7 +290,8 @@ class FanOut:
         """Send a source's request and map its answer; never raises."""
         import httpx
 
-        from siftlib.net.dial import LookupFailed, UpstreamRefused, current_cancel
+        from siftlib.net.dial import LookupFailed, UpstreamRefused
+        from siftlib.net.wallclock import current_cancel
 
         adapter = self.adapters[name]
         charged = 0  # a provider bills a 2xx answer, usable or not
