@@ -7,10 +7,10 @@ A route's methods are the contract's (`api.ROUTES`); `ENDPOINTS` names the funct
 it and whether it needs a caller token (only `/healthz` does not). In open mode every request
 passes `check_local_origin` first. Searches and fetches run in the server's slots
 (`GatewayServer.run_search`, `run_fetch`), the handler answering for them at their deadline.
-Errors map to statuses in `rejection` by the code each error carries (`api.ERROR_STATUS`), the same for both dialects:
-`api.error_payload` shapes the body (Firecrawl's `success: false` on `/v2/` paths). The fetch
-routes shape their own failures' bodies (`scrape.failure`, by the same table), since a refused
-or failed page is an answer with a body of its own (fetch.md §4.2).
+Errors map to statuses in `rejection` by the code each error carries (`api.ERROR_STATUS`),
+the same for both dialects: `api.error_payload` shapes the body (Firecrawl's `success: false`
+on `/v2/` paths). The fetch routes shape their own failures' bodies (`scrape.failure`, by the
+same table), since a refused or failed page is an answer with a body of its own (fetch.md §4.2).
 """
 
 from __future__ import annotations
