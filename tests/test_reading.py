@@ -8,8 +8,10 @@ import re
 import pytest
 from bodykit import TESTDATA_FETCH
 
-from siftlib.fetch.convert import Document, convert
+from siftlib.fetch.convert import Document, convert, decode
+from siftlib.fetch.convert.decode import parse
 from siftlib.fetch.pagetype import page_type, structured_data
+from siftlib.fetch.threads import thread
 
 
 def read(name: str, url: str, *, main: bool = True) -> Document:
@@ -46,6 +48,39 @@ def test_a_thread_keeps_every_post_in_order_with_its_author_and_date() -> None:
     assert "1. Send keepalives from the client: `ServerAliveInterval 60`" in content
     assert "3. Run the transfer inside `tmux`" in content
     assert "Who is online" not in content and "Register" not in content
+
+
+def test_comments_under_the_answers_of_a_question_are_not_posts() -> None:
+    body = (TESTDATA_FETCH / "thread-stackexchange.html").read_bytes()
+    tree = parse(decode(body, "text/html", html_page=True))
+    posts = thread(tree)
+    assert posts is not None
+    text = " ".join(posts.text_content().split())
+    places = [
+        text.index(part)
+        for part in (
+            "Why does rsync re-copy files",
+            "rsync compares size and modification time",
+            "FAT32 and exFAT store modification times",
+        )
+    ]
+    assert places == sorted(places)
+    assert "Same here on a Synology" not in text and "This fixed it for me" not in text
+    # A platform whose every post is a comment (GitHub's issues) keeps them all.
+    issue = parse(
+        "<html><body><h1>Crash on start</h1>"
+        + "".join(
+            f"<div class='timeline-comment'><div class='comment-body js-comment-body'><p>{t}</p>"
+            "</div></div>"
+            for t in ("It crashes at start.", "Same on 2.1.", "Fixed by #4512.")
+        )
+        + "</body></html>"
+    )
+    assert [p.text_content() for p in thread(issue).iterchildren("div")] == [
+        "It crashes at start.",
+        "Same on 2.1.",
+        "Fixed by #4512.",
+    ]
 
 
 def test_a_listing_keeps_every_item_with_its_link_and_text() -> None:
@@ -232,6 +267,9 @@ def test_the_full_page_pass_drops_hidden_parts_whatever_their_size() -> None:
     ("url", "head", "expected"),
     [
         ("https://forum.example.org/t/wal-growing/4182", "", "forum"),
+        ("https://board.example.org/thread-222085.html", "", "forum"),  # MyBB
+        ("https://example.org/community/index.php?topic=589061.0", "", "forum"),  # SMF
+        ("https://example.org/index.php?showtopic=4411", "", "forum"),  # Invision
         ("https://example.org/x", '<meta name="generator" content="Discourse 3.2">', "forum"),
         ("https://docs.example.org/en/latest/intro.html", "", "documentation"),
         (

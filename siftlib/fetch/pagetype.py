@@ -14,7 +14,8 @@ PAGE_TYPES = ("article", "forum", "product", "collection", "listing", "documenta
 
 _FORUM_URL = re.compile(
     r"/t/[^/]+/\d+|/threads?/|/topic/|/questions/\d+|/comments/\w+|/issues/\d+|/pull/\d+"
-    r"|/discussions?/\d+|viewtopic\.php|showthread\.php|/forums?/|/community/",
+    r"|/discussions?/\d+|viewtopic\.php|showthread\.php|/forums?/|/community/"
+    r"|/(thread|topic)-\d+|[?&](topic|showtopic|threadid|tid)=\d",
     re.I,
 )
 _FORUM_MARK = re.compile(
@@ -111,7 +112,7 @@ def page_type(tree: Any, url: str, objects: list[dict[str, Any]]) -> str:
         any(types[name] for name in _FORUM_TYPES)
         or "DiscussionForumPosting" in itemtypes
         or _FORUM_MARK.search(marks)
-        or _FORUM_URL.search(path)
+        or _FORUM_URL.search(f"{path}?{parts.query}")
     ):
         return "forum"
     products = types["Product"] + types["ProductGroup"] + itemtypes.count("schema.org/Product")

@@ -10,6 +10,7 @@ date found in the post around it.
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 __all__ = ["missing_posts", "thread"]
@@ -61,12 +62,25 @@ def _is_body(element: Any) -> bool:
 
 
 def _bodies(root: Any) -> list[Any]:
-    """Return the post bodies in page order, none inside another."""
+    """Return the post bodies in page order, none inside another.
+
+    Comments on a post (Stack Exchange's under each answer) are not posts: where at least
+    two bodies are not comments, the comments' bodies are left out.
+    """
     found: list[Any] = []
     for element in root.iter("div", "section", "article", "td", "span", "blockquote"):
         if _is_body(element) and not any(_is_body(a) for a in element.iterancestors()):
             found.append(element)
-    return found
+    posts = [body for body in found if not _is_comment(body)]
+    return posts if len(posts) >= _MIN_POSTS else found
+
+
+def _is_comment(body: Any) -> bool:
+    """Tell whether a body is marked as a comment, on itself or its three nearest parents."""
+    for element in (body, *itertools.islice(body.iterancestors(), 3)):
+        if any(token.startswith("comment") for token in _classes(element)):
+            return True
+    return False
 
 
 def _is_author(element: Any) -> bool:
