@@ -206,14 +206,14 @@ def test_the_browser_tree_is_found_with_or_without_the_kernels_children_files() 
     import os
     import subprocess
 
-    from siftlib.fetch.browser import proxy
+    from siftlib.fetch.browser import processes
 
     child = subprocess.Popen(["sleep", "30"])
     try:
         me = os.getpid()
-        assert child.pid in proxy._children(me)
-        assert child.pid in proxy._by_parent()(me)
-        assert child.pid in set(proxy.tree(me))
+        assert child.pid in processes._children(me)
+        assert child.pid in processes._by_parent()(me)
+        assert child.pid in set(processes.tree(me))
     finally:
         child.kill()
         child.wait()

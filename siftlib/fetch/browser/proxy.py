@@ -19,40 +19,45 @@ new request, which comes back here. DNS is asked once per connection, by the gua
 socket goes to the answer it checked (pinning), so a rebinding name cannot switch addresses.
 
 Only the browser may use the port: an accepted connection whose peer socket is not held by a
-process of the browser's process tree (found through `/proc/net/tcp` and `/proc/PID/fd`) is
-closed unanswered. Bounds: at most `max_bytes` relayed in both directions over the whole
-render (past it every connection is cut and new ones refused), at most 64 connections open at
-once and 2,000 in all, every wait ending by the render's deadline.
+process of the browser's process tree (`siftlib.fetch.browser.processes`) is closed
+unanswered. The heads it reads and rewrites are `siftlib.fetch.browser.heads`. Bounds: at
+most `max_bytes` relayed in both directions over the whole render (past it every connection
+is cut and new ones refused), at most 64 connections open at once and 2,000 in all, every
+wait ending by the render's deadline.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import select
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from urllib.parse import urlsplit
 
 from siftlib.errors import Blocked, FetchFailed, QueryError
+from siftlib.fetch.browser.heads import (
+    MAX_HEAD,
+    closing,
+    connect_target,
+    origin_form,
+    plain_target,
+    request_line,
+    short_answer,
+)
+from siftlib.fetch.browser.processes import held_by_tree
 from siftlib.fetch.guard import Guard
 from siftlib.net.dial import Connector
 
-__all__ = ["Refusal", "RenderProxy", "held_by_tree", "tree"]
+__all__ = ["Refusal", "RenderProxy", "refusal_of"]
 
-_MAX_HEAD = 64 * 1024
 _MAX_OPEN = 64
 _MAX_CONNECTIONS = 2000
 _CHUNK = 64 * 1024
 _POLL = 0.25
-_REUSE = frozenset((b"connection", b"proxy-connection", b"keep-alive"))
-_HOP_HEADERS = frozenset(
-    (b"connection", b"proxy-connection", b"proxy-authorization", b"keep-alive", b"te", b"trailer")
-)
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,27 @@ class Refusal:
     rule: str
     sentence: str
     url: str = ""  # the refused URL of a plain request; "" for a tunnel (host and port only)
+
+
+def refusal_of(refusals: list[Refusal], url: str, *, failed: bool) -> Refusal | None:
+    """Return the latest refusal of `url` among `refusals`, or None.
+
+    A plain request is matched by its URL; a tunnel only by host and port, and only when
+    the request `failed` (a tunnel carries every URL of its host, the refused one too).
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
+    except ValueError:
+        return None
+    host = (parts.hostname or "").lower().rstrip(".")
+    exact = url.split("#", 1)[0]
+    for refusal in reversed(refusals):
+        if refusal.url and refusal.url == exact:
+            return refusal
+        if failed and not refusal.url and (refusal.host, refusal.port) == (host, port):
+            return refusal
+    return None
 
 
 class RenderProxy:
@@ -123,25 +149,10 @@ class RenderProxy:
         return time.monotonic() - self._active
 
     def refused_for(self, url: str, *, failed: bool) -> Refusal | None:
-        """Return the refusal of `url` if the proxy refused it.
-
-        A plain request is matched by its URL; a tunnel only by host and port, and only when
-        the request `failed` (a tunnel carries every URL of its host, the refused one too).
-        """
-        try:
-            parts = urlsplit(url)
-            port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
-        except ValueError:
-            return None
-        host = (parts.hostname or "").lower().rstrip(".")
-        exact = url.split("#", 1)[0]
+        """Return the refusal of `url` if the proxy refused it (`refusal_of`)."""
         with self._lock:
-            for refusal in reversed(self.refusals):
-                if refusal.url and refusal.url == exact:
-                    return refusal
-                if failed and not refusal.url and (refusal.host, refusal.port) == (host, port):
-                    return refusal
-        return None
+            refusals = list(self.refusals)
+        return refusal_of(refusals, url, failed=failed)
 
     # --- serving -----------------------------------------------------------------------------
 
@@ -174,7 +185,7 @@ class RenderProxy:
             head, rest = self._read_head(conn)
             if head is None:
                 return
-            method, target = _request_line(head)
+            method, target = request_line(head)
             if method == b"CONNECT":
                 upstream = self._open_tunnel(conn, target)
                 if upstream is not None:
@@ -182,7 +193,7 @@ class RenderProxy:
             else:
                 upstream = self._open_plain(conn, target)
                 if upstream is not None:
-                    self._relay(conn, upstream, _origin_form(head, target) + rest, last=True)
+                    self._relay(conn, upstream, origin_form(head, target) + rest, last=True)
         except OSError:
             pass
         finally:
@@ -197,7 +208,7 @@ class RenderProxy:
     def _read_head(self, conn: socket.socket) -> tuple[bytes | None, bytes]:
         data = b""
         while b"\r\n\r\n" not in data:
-            if len(data) > _MAX_HEAD or not self._wait(conn):
+            if len(data) > MAX_HEAD or not self._wait(conn):
                 return None, b""
             chunk = conn.recv(_CHUNK)
             if not chunk:
@@ -207,9 +218,9 @@ class RenderProxy:
         return head + b"\r\n\r\n", rest
 
     def _open_tunnel(self, conn: socket.socket, authority: str) -> socket.socket | None:
-        parts = _authority(authority)
+        parts = connect_target(authority)
         if parts is None:
-            conn.sendall(_answer(400, "bad CONNECT target"))
+            conn.sendall(short_answer(400, "bad CONNECT target"))
             return None
         host, port = parts
         shown = f"[{host}]" if ":" in host else host
@@ -219,36 +230,31 @@ class RenderProxy:
         return upstream
 
     def _open_plain(self, conn: socket.socket, url: str) -> socket.socket | None:
-        try:
-            parts = urlsplit(url)
-            port = parts.port or (443 if parts.scheme.lower() in ("https", "wss") else 80)
-        except ValueError:
-            conn.sendall(_answer(400, "bad request target"))
+        target = plain_target(url)
+        if target is None:
+            conn.sendall(short_answer(400, "bad request target"))
             return None
-        vetted = url
-        if parts.scheme.lower() in ("ws", "wss"):  # vetted as the http URL it upgrades
-            vetted = "http" + url[2:] if parts.scheme.lower() == "ws" else "https" + url[3:]
-        host = (parts.hostname or "").lower().rstrip(".")
+        vetted, host, port = target
         return self._dial_vetted(conn, vetted, host, port, url)
 
     def _dial_vetted(
         self, conn: socket.socket, url: str, host: str, port: int, plain: str
     ) -> socket.socket | None:
         if self.over_cap or self.max_bytes <= 0:
-            conn.sendall(_answer(403, "this proxy relays nothing more"))
+            conn.sendall(short_answer(403, "this proxy relays nothing more"))
             return None
         try:
             hop = self.guard.vet(url, timeout=self._left())
         except Blocked as exc:
             self._refuse(Refusal(host, port, exc.rule, str(exc), plain))
-            conn.sendall(_answer(403, str(exc)))
+            conn.sendall(short_answer(403, str(exc)))
             return None
         except QueryError as exc:
             self._refuse(Refusal(host, port, "invalid", str(exc), plain))
-            conn.sendall(_answer(400, str(exc)))
+            conn.sendall(short_answer(400, str(exc)))
             return None
         except FetchFailed as exc:
-            conn.sendall(_answer(502, str(exc)))
+            conn.sendall(short_answer(502, str(exc)))
             return None
         port = hop.url.port or (443 if hop.url.scheme == "https" else 80)
         for address in hop.addresses:
@@ -262,7 +268,7 @@ class RenderProxy:
                     return None
                 self._open.add(upstream)
             return upstream
-        conn.sendall(_answer(502, "fetch failed: connect"))
+        conn.sendall(short_answer(502, "fetch failed: connect"))
         return None
 
     def _refuse(self, refusal: Refusal) -> None:
@@ -300,10 +306,10 @@ class RenderProxy:
                 if sock is upstream and answer is not None:
                     answer += data
                     if b"\r\n\r\n" not in answer:
-                        if len(answer) > _MAX_HEAD:
+                        if len(answer) > MAX_HEAD:
                             return
                         continue
-                    data, answer = _closing(answer), None
+                    data, answer = closing(answer), None
                 pair[sock].sendall(data)
 
     def _count(self, size: int) -> bool:
@@ -340,123 +346,3 @@ class RenderProxy:
 
 def _dial(address: tuple[str, int], timeout: float | None) -> socket.socket:
     return socket.create_connection(address, timeout=timeout)
-
-
-def _request_line(head: bytes) -> tuple[bytes, str]:
-    line = head.split(b"\r\n", 1)[0]
-    parts = line.split(b" ")
-    if len(parts) != 3:
-        return b"", ""
-    return parts[0].upper(), parts[1].decode("latin-1")
-
-
-def _authority(text: str) -> tuple[str, int] | None:
-    """Split a CONNECT target `host:port` or `[v6]:port`."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 < int(port) < 65536 or not host:
-        return None
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host.lower().rstrip("."), int(port)
-
-
-def _origin_form(head: bytes, url: str) -> bytes:
-    """Rewrite an absolute-form request head for the origin server, `Connection: close`."""
-    lines = head.rstrip(b"\r\n").split(b"\r\n")
-    method = lines[0].split(b" ", 1)[0]
-    version = lines[0].rsplit(b" ", 1)[-1]
-    parts = urlsplit(url)
-    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    kept = [
-        line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS
-    ]
-    upgrade = any(line.lower().startswith(b"upgrade:") for line in kept)
-    connection = b"Connection: Upgrade" if upgrade else b"Connection: close"
-    start = b" ".join((method, path.encode("latin-1"), version))
-    return b"\r\n".join((start, *kept, connection)) + b"\r\n\r\n"
-
-
-def _closing(answer: bytes) -> bytes:
-    """Return an answer whose head says `Connection: close` (an upgrade is left as it is)."""
-    head, _, body = answer.partition(b"\r\n\r\n")
-    lines = head.split(b"\r\n")
-    if b" 101 " in lines[0] + b" ":
-        return answer
-    kept = [
-        line for line in lines[1:] if line.split(b":", 1)[0].strip().lower() not in _HOP_HEADERS
-    ]
-    return b"\r\n".join((lines[0], *kept, b"Connection: close")) + b"\r\n\r\n" + body
-
-
-def _answer(status: int, sentence: str) -> bytes:
-    body = sentence.encode("utf-8", "replace")
-    reason = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}[status]
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode("latin-1") + body
-
-
-# --- who holds the peer socket -------------------------------------------------------------
-
-
-def held_by_tree(peer_port: int, our_port: int, root: int) -> bool:
-    """Tell whether the loopback socket `peer_port` → `our_port` belongs to `root`'s tree."""
-    inode = _socket_inode(peer_port, our_port)
-    if inode is None:
-        return False
-    wanted = f"socket:[{inode}]"
-    for pid in tree(root):
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{pid}/fd/{fd}") == wanted:
-                        return True
-    return False
-
-
-def _socket_inode(peer_port: int, our_port: int) -> str | None:
-    local = f"0100007F:{peer_port:04X}"
-    remote = f"0100007F:{our_port:04X}"
-    with contextlib.suppress(OSError), open("/proc/net/tcp", encoding="ascii") as table:
-        for line in table:
-            fields = line.split()
-            if len(fields) > 9 and fields[1] == local and fields[2] == remote:
-                return fields[9]
-    return None
-
-
-def tree(root: int) -> Iterator[int]:
-    """Yield `root` and every descendant: from `/proc/PID/task/TID/children` where the kernel
-    has it, else from every process's parent in `/proc/PID/stat`."""
-    children = _children if os.path.exists(f"/proc/{root}/task/{root}/children") else _by_parent()
-    seen: set[int] = set()
-    todo = [root]
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        yield pid
-        todo.extend(children(pid))
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/children") as f:
-                found.extend(int(child) for child in f.read().split())
-    return found
-
-
-def _by_parent() -> Callable[[int], list[int]]:
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-                parents.setdefault(parent, []).append(int(entry))
-    return lambda pid: parents.get(pid, [])

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 
 from siftlib.errors import Blocked, Cancelled, FetchFailed
 from siftlib.fetch.browser.cdp import BrowserGone, CallFailed, Pipe
-from siftlib.fetch.browser.proxy import Refusal, RenderProxy, tree
+from siftlib.fetch.browser.processes import tree
+from siftlib.fetch.browser.proxy import Refusal, RenderProxy
 from siftlib.fetch.browser.session import Hung, Rendered, render_once
 from siftlib.fetch.browser.shell import shell_reason
 
