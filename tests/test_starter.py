@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from siftlib import config as config_module
 from siftlib.config import load_config, load_secrets
+from siftlib.config import tables as config_module
 from siftlib.errors import ConfigError
 from siftlib.skills.consent import RerankSettings, load_settings
 from siftlib.starter import StarterExists, enable_searxng, render_config, write_starter
@@ -38,13 +38,13 @@ def test_the_starter_config_names_every_setting(
     # Record the keys each table of the loader accepts, so a new setting that the starter
     # does not name fails here rather than surprising the first person to need it.
     accepted: dict[str, set[str]] = {}
-    check_keys = config_module._Table.check_keys
+    check_keys = config_module.Table.check_keys
 
-    def spy(table: config_module._Table, allowed: set[str]) -> None:
+    def spy(table: config_module.Table, allowed: set[str]) -> None:
         accepted[table.prefix] = set(allowed)
         check_keys(table, allowed)
 
-    monkeypatch.setattr(config_module._Table, "check_keys", spy)
+    monkeypatch.setattr(config_module.Table, "check_keys", spy)
     config_path, _ = write_starter(config_path=tmp_path / "config.toml", db=tmp_path / "c.db")
     load_config(str(config_path))
     data = tomllib.loads(config_path.read_text())
