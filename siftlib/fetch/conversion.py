@@ -187,12 +187,8 @@ def read_pdf_page(
     asked = {name: formats[name] for name in (request.format, *request.also)}
     texts, cut = _cut(asked, limit, warnings)
     content = texts.pop(request.format)
-    return FetchResult(
-        url=page.url,
-        final_url=page.final_url,
-        status=page.status,
-        content_type=page.content_type,
-        media_type=page.media_type,
+    return FetchResult.of_page(
+        page,
         title=title,
         description="",
         language="",
@@ -200,9 +196,7 @@ def read_pdf_page(
         links=[],
         truncated=cut,
         warnings=warnings,
-        fetch_ms=page.fetch_ms,
         convert_ms=round((time.perf_counter() - started) * 1000),
-        bytes=len(page.body),
         also=texts,
         author=author,
         num_pages=num_pages,

@@ -217,12 +217,8 @@ class Fetcher:
             if rendered is not None:
                 converted_page, convert_ms = converted()
         document = converted_page.document
-        return FetchResult(
-            url=page.url,
-            final_url=page.final_url,
-            status=page.status,
-            content_type=page.content_type,
-            media_type=page.media_type,
+        return FetchResult.of_page(
+            page,
             title=document.title,
             description=document.description,
             language=document.language,
@@ -230,9 +226,7 @@ class Fetcher:
             links=document.links,
             truncated=page.truncated or converted_page.truncated,
             warnings=[*page.warnings, *converted_page.warnings],
-            fetch_ms=page.fetch_ms,
             convert_ms=convert_ms,
-            bytes=len(page.body),
             also=document.also,
             render_ms=None if rendered is None else rendered.render_ms,
             screenshot=None if rendered is None else rendered.screenshot,

@@ -11,6 +11,7 @@ gateway's client reads an answer back into (`siftlib.gateway.client.fetch_result
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["FORMATS", "HTML_TYPES", "PDF_TYPE", "FetchRequest", "FetchResult", "Page"]
 
@@ -86,6 +87,20 @@ class FetchResult:
     # A cache hit: the entry as the cache's memory front holds it, so the gateway encodes
     # its answer once per entry, not once per hit (`siftlib.gateway.scrape`).
     stored: FetchResult | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of_page(cls, page: Page, **read: Any) -> FetchResult:
+        """Return the result of reading `page`: its fetch's facts, and what was `read` of it."""
+        return cls(
+            url=page.url,
+            final_url=page.final_url,
+            status=page.status,
+            content_type=page.content_type,
+            media_type=page.media_type,
+            fetch_ms=page.fetch_ms,
+            bytes=len(page.body),
+            **read,
+        )
 
     def as_hit(self, url: str, cached_at: float) -> FetchResult:
         """Return this stored answer as a cache hit for `url` (shallow: it is never changed)."""
