@@ -20,8 +20,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-# How often `Abort.on` looks at its cancel event (the dialer's sockets poll theirs as often).
-CANCEL_POLL = 0.05
+from siftlib.net.deadline import CANCEL_POLL
 
 
 class Aborted(Exception):

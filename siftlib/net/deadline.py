@@ -20,6 +20,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+# How often a wait that a cancel event may end looks at it: a dialled socket's read or write
+# (`siftlib.net.wallclock`), an aborted call's watcher (`siftlib.net.abort`), the fan-out.
+CANCEL_POLL = 0.05
+
 
 class DeadlineClock:
     """A monotonic clock, and waiting on it until a deadline."""

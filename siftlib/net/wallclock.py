@@ -24,6 +24,7 @@ import httpcore
 from httpcore._backends.sync import SyncStream
 
 from siftlib.errors import Cancelled
+from siftlib.net.deadline import CANCEL_POLL
 
 __all__ = ["CANCEL_POLL", "DeadlineStream", "current_cancel", "wall_clock"]
 
@@ -35,8 +36,6 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadli
 _CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
     "cancel", default=None
 )
-# How often a socket wait with a cancel event looks at it (a wait without one never wakes).
-CANCEL_POLL = 0.05
 
 
 @contextmanager

@@ -213,7 +213,7 @@ class FanOut:
         if cancel is None:
             self.deadline_clock.wait(futures.values(), until=deadline)
         else:
-            from siftlib.net.wallclock import CANCEL_POLL
+            from siftlib.net.deadline import CANCEL_POLL
 
             clock = self.deadline_clock
             while not cancel.is_set() and clock.now() < deadline:
