@@ -49,7 +49,7 @@ from typing import NamedTuple
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.meaning import MeaningIndex, table
 from siftlib.skills.memo import PerCatalog
-from siftlib.skills.text import WORD, purpose, stem, terms, topic_words, words
+from siftlib.skills.text import MAKING, WORD, purpose, stem, terms, topic_words, words
 from siftlib.skills.vocabulary import concepts
 
 K1 = 1.2
@@ -200,8 +200,11 @@ class RelevanceIndex:
                     # Coverage counts one skill word for one query word: a word the query
                     # says itself, or one that already covers another term, covers no more
                     # ("translate ... into japanese": "translate" is not also "japanese").
+                    # Nor does a verb of making ("drafts", "creates") stand in for the thing
+                    # a request names ("write a cover letter": a letter is not a draft).
                     if (
                         position in literal
+                        or other in _making()
                         or other in query_terms
                         or term in synonyms.get(position, ())
                         or other in explaining.get(position, ())
@@ -218,11 +221,16 @@ class RelevanceIndex:
             for position, value in best.items():
                 scores[position] = scores.get(position, 0.0) + value * emphasis
         named = self.named.get(" ".join(WORD.findall(query.lower())))
-        coverage = {position: covered.get(position, 0.0) / information for position in scores}
+        share = 1 / information if information else 0.0
+        coverage = {position: covered.get(position, 0.0) * share for position in scores}
         return scores, coverage, synonyms, named
 
     def weight(self, term: str) -> float:
-        """Return the information `term` carries: its IDF (a term no skill uses weighs most)."""
+        """Return the information `term` carries about which skill fits: its IDF (a term no
+        skill uses weighs most), and none for a verb of making, which nearly every request
+        opens with ("write a graphql resolver" asks for a resolver)."""
+        if term in _making():
+            return 0.0
         return self.idf.get(term, _idf(self.size, 0))
 
     def steadiness(self, query: str, relevance: Relevance) -> Steadiness:
@@ -274,8 +282,8 @@ class Steadiness:
         least = math.inf
         for term, (weight, rest, length) in self._without.items():
             cosine = sum(map(operator.mul, rest, skill)) * inverse / length if length else 0.0
-            # IDF is never zero, so with two terms or more some information is always left.
-            share = (covered - weight * self._match(term, position)) / (information - weight)
+            left = information - weight
+            share = (covered - weight * self._match(term, position)) / left if left else 0.0
             least = min(least, cosine + COVERAGE_WEIGHT * share)
         return (1 - STEADY_WEIGHT) * confidence + STEADY_WEIGHT * least
 
@@ -286,6 +294,12 @@ class Steadiness:
         if term in self._relevance.synonyms.get(position, ()):
             return SYNONYM_WEIGHT
         return 0.0
+
+
+@lru_cache(maxsize=1)
+def _making() -> frozenset[str]:
+    """Return the stems of the verbs of making (`text.MAKING`)."""
+    return frozenset(stem(word) for word in MAKING)
 
 
 def _names(skills: Sequence[Skill]) -> dict[str, int]:

@@ -221,3 +221,28 @@ def test_a_requested_thing_ranks_above_what_it_is_about() -> None:
     index = RelevanceIndex.of(catalog)
     whole = index.score("make a slide deck about our threat model").confidence
     assert whole == index.score("make a slide deck, our threat model").confidence
+
+
+def test_a_verb_of_making_says_nothing_about_which_skill_fits() -> None:
+    catalog = catalog_of(
+        ("goal-commands", "Drafts goal commands for long tasks."),
+        ("release-notes", "Write release notes for users."),
+        ("other", "Paints walls."),
+    )
+    index = RelevanceIndex.of(catalog)
+    assert index.weight(stem("write")) == index.weight(stem("drafting")) == 0.0
+    # "write" still ranks the skill that says it, but covers none of the request; and
+    # "drafts", a concept away from "letter", ranks without covering it either.
+    assert dict(lexical(catalog, "write a cover letter")) == {
+        "goal-commands": 0.0,
+        "release-notes": 0.0,
+    }
+    assert dict(lexical(catalog, "write release notes")) == {
+        "release-notes": pytest.approx(1.0),
+        "goal-commands": 0.0,
+    }
+    # A request of making verbs alone has no information to cover: nothing divides by zero.
+    assert dict(lexical(catalog, "write")) == {"release-notes": 0.0, "goal-commands": 0.0}
+    relevance = index.score("write draft")
+    steadiness = index.steadiness("write draft", relevance)
+    assert all(math.isfinite(steadiness.confidence(p)) for p in range(3))
