@@ -171,3 +171,43 @@ def test_a_search_error_keeps_its_reason_apart_from_its_label() -> None:
         "every source failed",
         ["tavily: 429"],
     )
+
+
+def test_a_scrape_body_decodes_the_same_remembered_or_not() -> None:
+    body = {"url": "https://news.example/tram", "formats": ["markdown", "links"], "maxAge": 600}
+    data = json.dumps(body).encode()
+    first = scrape.firecrawl_request_of(data, caller="agent")
+    assert first == scrape.firecrawl_request(body, caller="agent")
+    assert scrape.firecrawl_request_of(data, caller="agent") is first  # remembered
+    assert scrape.firecrawl_request_of(data, caller="other").fetch.caller == "other"
+    large = json.dumps({**body, "origin": "x" * 4000}).encode()
+    assert scrape.firecrawl_request_of(large, caller="agent") == first
+    assert scrape.firecrawl_request_of(large, caller="agent") is not first
+
+
+@pytest.mark.parametrize(
+    ("data", "refusal"),
+    [
+        (b'{"url": "https://a.example/", "formats": ["json"]}', UnsupportedOption),
+        (b'{"url": ""}', InvalidURL),
+        (b"[1, 2]", api.Rejected),
+    ],
+)
+def test_a_refused_scrape_body_is_refused_every_time(data: bytes, refusal: type[Exception]) -> None:
+    for _ in range(2):
+        with pytest.raises(refusal):
+            scrape.firecrawl_request_of(data, caller="agent")
+
+
+def test_scrape_ids_are_distinct_random_uuid4s() -> None:
+    entry, request = stored(), asked("markdown")
+    ids = [
+        json.loads(scrape.firecrawl_body(entry.as_hit("https://a/", 1.0), request))["data"][
+            "metadata"
+        ]["scrapeId"]
+        for _ in range(200)
+    ]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, text)

@@ -197,6 +197,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def read_body(self) -> dict[str, Any]:
         """Read the body (exactly `Content-Length` bytes, at most 64 KiB) as a JSON object."""
+        return api.decode_body(self.read_bytes())
+
+    def read_bytes(self) -> bytes:
+        """Read the body, declared JSON: exactly `Content-Length` bytes, at most 64 KiB."""
         if not wire.declares_json(self.fields):
             raise Rejected(
                 HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
@@ -218,7 +222,7 @@ class Handler(BaseHTTPRequestHandler):
                 HTTPStatus.BAD_REQUEST, "bad request", "the body is shorter than its Content-Length"
             )
         self._body_read = True
-        return api.decode_body(data)
+        return data
 
     def reject(self, exc: Rejected) -> None:
         route = self.route

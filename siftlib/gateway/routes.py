@@ -78,16 +78,16 @@ def fetch(handler: Handler, caller: str, started: float) -> None:
     """`POST /v1/fetch` and `POST /v2/scrape`: a refused or failed fetch is an answer too."""
     from siftlib.gateway import scrape
 
-    body = handler.read_body()
+    data = handler.read_bytes()
     firecrawl = handler.route == "/v2/scrape"
     try:
         if firecrawl:
             fetcher = handler.server.fetcher
             browser = fetcher is not None and fetcher.renderer is not None
-            asked = scrape.firecrawl_request(body, caller=caller, browser=browser)
+            asked = scrape.firecrawl_request_of(data, caller=caller, browser=browser)
             request = asked.fetch
         else:
-            request = scrape.native_request(body, caller=caller)
+            request = scrape.native_request(api.decode_body(data), caller=caller)
         result = handler.server.run_fetch(
             request, started=started, on_expiry=handler.answer_late, connection=handler.connection
         )
@@ -95,8 +95,8 @@ def fetch(handler: Handler, caller: str, started: float) -> None:
         status, payload = scrape.failure(exc, firecrawl=firecrawl)
         handler.send_json(HTTPStatus(status), payload)
         return
-    data = scrape.firecrawl_body(result, asked) if firecrawl else scrape.native_body(result)
-    handler.send(HTTPStatus.OK, data, "application/json")
+    answer = scrape.firecrawl_body(result, asked) if firecrawl else scrape.native_body(result)
+    handler.send(HTTPStatus.OK, answer, "application/json")
 
 
 def run_search(handler: Handler, request: SearchRequest, started: float) -> SearchResponse:

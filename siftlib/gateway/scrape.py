@@ -41,7 +41,6 @@ from __future__ import annotations
 import datetime
 import functools
 import random
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -169,6 +168,26 @@ def firecrawl_request(
     return ScrapeRequest(request, tuple(names))
 
 
+def firecrawl_request_of(data: bytes, *, caller: str, browser: bool = False) -> ScrapeRequest:
+    """Decode a `/v2/scrape` body's bytes into a `ScrapeRequest`, or raise.
+
+    An agent sends the same few bodies again and again (a cache hit's are repeats by
+    definition), so small ones are decoded once (`_remembered`): a request is a pure function
+    of its bytes, its caller and whether the gateway renders. A refusal is never remembered.
+    """
+    if len(data) > _REMEMBERED_BYTES:
+        return firecrawl_request(api.decode_body(data), caller=caller, browser=browser)
+    return _remembered(data, caller, browser)
+
+
+_REMEMBERED_BYTES = 2048  # 256 bodies of at most this: half a MiB at the most
+
+
+@functools.lru_cache(maxsize=256)
+def _remembered(data: bytes, caller: str, browser: bool) -> ScrapeRequest:
+    return firecrawl_request(api.decode_body(data), caller=caller, browser=browser)
+
+
 @functools.lru_cache(maxsize=1024)  # one entry's time, asked for on each of its hits
 def _iso(epoch: float) -> str:
     """Return a time as Firecrawl writes one: ISO 8601 in UTC with milliseconds."""
@@ -242,9 +261,15 @@ _PAGES = EntryMemo[tuple[bytes, ...]]()
 _IDS = random.Random()  # seeded from os.urandom once
 
 
+# A UUID's version (4: random) and variant (RFC 4122) bits, as `uuid.UUID(version=4)` sets them.
+_UUID4_KEEP = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID4_SET = (0x4000 << 64) | (0x8000 << 48)
+
+
 def _scrape_id() -> str:
-    """Return a fresh random UUID4, without a system call per answer."""
-    return str(uuid.UUID(int=_IDS.getrandbits(128), version=4))
+    """Return a fresh random UUID4, without a system call (or a `uuid.UUID`) per answer."""
+    text = f"{_IDS.getrandbits(128) & _UUID4_KEEP | _UUID4_SET:032x}"
+    return f"{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
 
 
 def _template(
