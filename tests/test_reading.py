@@ -155,11 +155,21 @@ def test_the_fuller_pass_keeps_a_dialog_made_of_what_the_extractor_kept() -> Non
     assert "Tidewear Ltd" not in content and "[Sale]" not in content
 
 
-def test_a_service_page_keeps_the_blocks_the_extractor_skipped_between_its_own() -> None:
+@pytest.mark.parametrize(
+    ("url", "kind"),
+    [
+        ("https://northwind.example/", "service"),
+        # Nothing marks this one: it is called an article, but not read as one.
+        ("https://northwind.example/what-we-do/data-and-ai/consulting", "article"),
+    ],
+)
+def test_a_service_page_keeps_the_blocks_the_extractor_skipped_between_its_own(
+    url: str, kind: str
+) -> None:
     # The extractor keeps the prose but skips the service cards of a slider between them
     # (and the section headings): the fuller pass from its first to its last kept block has them.
-    document = read("service-cards.html", "https://northwind.example/")
-    assert document.page_type == "service"
+    document = read("service-cards.html", url)
+    assert document.page_type == kind
     content = document.content
     places = [
         content.index(part)
@@ -279,6 +289,11 @@ def test_the_full_page_pass_drops_hidden_parts_whatever_their_size() -> None:
         ),
         ("https://shop.example.org/collections/mugs", "", "collection"),
         ("https://news.example.org/2026/03/04/tram-line", "", "article"),
+        (
+            "https://news.example.org/tram-line",
+            '<meta property="article:published_time" content="2026-03-04T08:00:00Z">',
+            "article",
+        ),
         ("https://example.org/", "", "service"),
     ],
 )

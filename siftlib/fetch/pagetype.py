@@ -89,8 +89,14 @@ def _types(objects: list[dict[str, Any]]) -> Counter[str]:
     return counted
 
 
-def page_type(tree: Any, url: str, objects: list[dict[str, Any]]) -> str:
-    """Return the page's type, one of `PAGE_TYPES`; "article" when nothing says otherwise."""
+def page_type(
+    tree: Any, url: str, objects: list[dict[str, Any]], *, default: str = "article"
+) -> str:
+    """Return the page's type, one of `PAGE_TYPES`; `default` when nothing says which.
+
+    Reading treats a page nothing marks as an article apart from an article (`default=""`):
+    on WCXB most such pages are collections, services, listings and products.
+    """
     parts = urlsplit(url)
     path = parts.path or "/"
     where = f"{parts.netloc}{path}".lower()
@@ -129,12 +135,16 @@ def page_type(tree: Any, url: str, objects: list[dict[str, Any]]) -> str:
         return "documentation"
     if any(types[name] for name in _ARTICLE_TYPES) or og_type == "article":
         return "article"
+    # One <article> of paragraphs with a date is a story, wherever it is served.
+    story = len(tree.xpath("//article[count(.//p) >= 3 and .//time]")) == 1
     if types["ItemList"] or types["CollectionPage"] or _LISTING_URL.search(path):
-        # One <article> of paragraphs with a date is a story, wherever it is served.
-        stories = tree.xpath("//article[count(.//p) >= 3 and .//time]")
-        return "article" if len(stories) == 1 else "listing"
-    if _ARTICLE_URL.search(path):
+        return "article" if story else "listing"
+    if (
+        _ARTICLE_URL.search(path)
+        or story
+        or any(m.get("property") == "article:published_time" for m in tree.iter("meta"))
+    ):
         return "article"
     if types["FAQPage"] or types["Service"] or types["LocalBusiness"] or path.count("/") <= 2:
         return "service"
-    return "article"
+    return default

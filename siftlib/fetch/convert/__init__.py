@@ -106,7 +106,8 @@ def convert_html(
     title, description, language = metadata(tree)
     document = Document(title, description, language, links=links(tree, base))
     objects = structured_data(tree)
-    document.page_type = page_type(tree, base, objects)
+    kind = page_type(tree, base, objects, default="")  # "": nothing says what it is
+    document.page_type = kind or "article"
     if not document.title:
         heading = tree.find(".//h1")
         document.title = squash(text_of(heading)) if heading is not None else ""
@@ -124,8 +125,8 @@ def convert_html(
             part = tree
         if main_content:
             wrap_code(tree)
-            anchor = product_description(objects) if document.page_type == "product" else ""
-            part = main(tree, part, base, document.page_type, document.warnings, anchor=anchor)
+            anchor = product_description(objects) if kind == "product" else ""
+            part = main(tree, part, base, kind, document.warnings, anchor=anchor)
         if "html" in formats:
             sanitize(part)
             converted["html"] = lxml.etree.tostring(part, encoding="unicode", method="html")
