@@ -50,6 +50,22 @@ def test_a_thread_keeps_every_post_in_order_with_its_author_and_date() -> None:
     assert "Who is online" not in content and "Register" not in content
 
 
+def test_a_thread_the_extractor_kept_whole_gets_each_posts_author_and_date() -> None:
+    document = read("forum-thread.html", "https://discuss.example.org/t/wal-growing/4182")
+    assert document.page_type == "forum"
+    content = document.content
+    places = [
+        content.index(part)
+        for part in (
+            "**nodewatcher** · 2026-02-02T10:00:00Z\n\nMy home automation database uses WAL",
+            "**pagecache** · 2026-02-02T11:30:00Z\n\nA WAL file only shrinks",
+            "**nodewatcher** · 2026-02-03T08:15:00Z\n\nThat was it.",
+        )
+    ]
+    assert places == sorted(places)
+    assert content.count("**nodewatcher**") == 2  # one line per post, none in the wrong place
+
+
 def test_comments_under_the_answers_of_a_question_are_not_posts() -> None:
     body = (TESTDATA_FETCH / "thread-stackexchange.html").read_bytes()
     tree = parse(decode(body, "text/html", html_page=True))

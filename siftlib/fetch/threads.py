@@ -4,7 +4,8 @@ trafilatura, built for articles, keeps a thread's text but drops who wrote each 
 often the later posts. The platforms that dominate (Discourse, phpBB, vBulletin, XenForo,
 Stack Exchange, GitHub and GitLab issues, Reddit-style threads, schema.org microdata) mark
 each post's body with a class or `itemprop`; each post is that body, with the author and
-date found in the post around it.
+date found in the post around it. When the extractor kept every post, `sign` writes those
+author and date lines into its answer instead.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import copy
 import itertools
 from typing import Any
 
-__all__ = ["missing_posts", "thread"]
+__all__ = ["missing_posts", "sign", "thread"]
 
 # A post's body, by class token or `itemprop`, across the common platforms.
 _BODY_CLASSES = frozenset(
@@ -49,6 +50,8 @@ _AUTHOR_CLASSES = frozenset(
     )
 )
 _MIN_POSTS = 2
+_SIGNED_WORDS = 6  # a post's opening words, found at the start of a block of an extraction
+_SIGNED_BLOCKS = ("div", "p", "blockquote", "ul", "ol", "pre", "table", "h2", "h3", "h4")
 _OPENING_WORDS = 8
 _MAX_AUTHOR = 60  # characters: a longer "author" is a signature or a whole header
 
@@ -107,7 +110,8 @@ def _author_and_date(body: Any) -> tuple[str, str]:
             if any(a is body for a in element.iterancestors()):
                 continue
             if not author and _is_author(element):
-                text = " ".join(element.text_content().split())
+                name = element if element.tag == "a" else next(element.iter("a"), element)
+                text = " ".join(name.text_content().split())
                 if 0 < len(text) <= _MAX_AUTHOR:
                     author = text
             if not date and element.tag == "time":
@@ -152,3 +156,30 @@ def thread(root: Any) -> Any:
         post.tag, post.tail = "div", None
         out.append(post)
     return out
+
+
+def sign(extracted: Any, posts: Any) -> None:
+    """Write each post's author and date line into an extraction, before the post's text.
+
+    In place. A post is found by its opening words at the start of a block of the
+    extraction (the first such block not found already); a post not found gets no line.
+    """
+    line = None
+    used: set[Any] = set()
+    for part in posts.iterchildren():
+        if part.tag == "p":
+            line = part
+            continue
+        if part.tag != "div" or line is None:
+            continue
+        opening = " ".join(part.text_content().split()[:_SIGNED_WORDS])
+        for block in extracted.iterdescendants(*_SIGNED_BLOCKS):
+            if block in used:
+                continue
+            if " ".join("".join(block.itertext()).split()).startswith(opening):
+                used.update(block.iter())
+                signature = copy.deepcopy(line)
+                signature.tail = None
+                block.addprevious(signature)
+                break
+        line = None

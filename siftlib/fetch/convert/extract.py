@@ -25,7 +25,7 @@ from typing import Any
 from siftlib.fetch.convert.clean import only_code
 from siftlib.fetch.convert.decode import absolute, text_of
 from siftlib.fetch.convert.markdown import HEADINGS
-from siftlib.fetch.threads import missing_posts, thread
+from siftlib.fetch.threads import missing_posts, sign, thread
 
 _BOILERPLATE_TAGS = ("nav", "header", "footer", "aside")
 
@@ -137,6 +137,8 @@ def main(
     lost = posts is not None and kept < _THREAD_SHARE * _size(posts)
     if lost and missing_posts(posts, "" if extracted is None else text_of(extracted)):
         extracted, kept = posts, _size(posts)
+    elif posts is not None and extracted is not None:
+        sign(extracted, posts)
     share = _FULLER_SHARE.get(kind, _EMPTY_SHARE)
     if extracted is not None and _holds(extracted, anchor):
         return extracted
