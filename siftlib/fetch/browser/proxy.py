@@ -259,7 +259,8 @@ class RenderProxy:
         port = hop.url.port or (443 if hop.url.scheme == "https" else 80)
         for address in hop.addresses:
             try:
-                upstream = self._connect((address, port), self._left())
+                # Past the deadline a dial fails at once (socket refuses a timeout <= 0).
+                upstream = self._connect((address, port), max(self._left(), 0.001))
             except OSError:
                 continue
             with self._lock:
