@@ -178,7 +178,7 @@ def test_a_closed_store_is_not_reopened_behind_the_callers_back(store: Store) ->
     with pytest.raises(StoreError):
         store.cache_get(key(), now=NOW)
     assert store.problem == "the store is closed"
-    assert store.reserve("tavily", day=DAY, cap=4) is not None  # a cap operation never raises
+    store.reserve("tavily", day=DAY, cap=4)  # a cap operation never raises (may grant nothing)
 
 
 # --- daily caps ----------------------------------------------------------------------------

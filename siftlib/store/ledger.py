@@ -4,7 +4,7 @@ A backend (the SQLite file, a Redis server) supplies a `Counter`: one total per 
 day, booked atomically for every process that shares it. `Ledger` keeps the `Store` protocol's
 cap terms (`siftlib.store.base`) on top of it, the same way for both:
 
-    ledger = Ledger(counter, share=0.5, settle_after=2.0)
+    ledger = Ledger(counter, share=0.5, leases=True, settle_after=2.0)
     reservation = ledger.reserve("tavily", day="2026-11-30", cap=500)
     ...
     ledger.settle(reservation, actual=1)
@@ -13,7 +13,8 @@ Decisions (store.md §2 "Faults", and where it is silent):
 
 - One total per source and day: the last total read from the counter (`seen`), plus what this
   process owes it (`pending`: adjustments the counter may not have seen, signed), plus the
-  fallback reservations not yet settled (`held`). `daily_credits` reports that total.
+  fallback reservations not yet settled (`held`), less its own lease, which this process
+  still may spend. `daily_credits` reports that total.
 - Every adjustment the counter may miss carries an id (`Op`), and the counter applies an id
   once: a settle or release that timed out, and reached the store after all, is not applied
   again when it is handed over later (a release applied twice let a fleet spend past a cap).
@@ -21,25 +22,36 @@ Decisions (store.md §2 "Faults", and where it is silent):
   (a first try that ran after all is answered, not booked twice); one that still failed but
   may have reached the counter is withdrawn once it answers (taken back if it ran, refused if
   it runs later), so a reserve that lands after its caller gave up never wastes a credit.
-- Fallback: while the counter fails, a reservation is booked here. Per source and day an
-  outage grants at most `share` of what was left under the cap when it began (`base`): with
-  N gateways at share 1/N, together they stay within what was left. SQLite uses share 1 (the
-  whole rest, so the cap holds within the process); Redis `[server] store_fallback_share`.
-- Hand-over: what the fallback spent is carried to the counter by the next booking that
-  reaches it, and by a prober thread that tries every `PROBE_EVERY` while anything is owed, so
-  a process that stopped reserving (its own view says capped, or its callers went away)
-  still hands over; `close()` tries once more.
+- Leases (Redis, `leases=True`): what a process may spend while the counter fails is booked
+  on the counter beforehand. A reserve books, with its credits, a lease topped up to what
+  this process reserved in the last `LEASE_WINDOW`, at most `share` of what is left under
+  the cap, as far as the cap allows. The lease is spent only when the counter fails or is
+  full, and goes back to the counter after `LEASE_WINDOW` without a reserve, and at
+  `close()`. So every credit spent was booked on the counter first: no stale total or outage
+  can take the processes sharing it past a cap (a share taken of a stale total once passed
+  a cap of 40 by one).
+- Fallback without leases (SQLite, share 1): while the counter fails, a reservation is
+  booked here, up to `share` of what was left under the cap when the outage began (`base`):
+  the whole rest, so the cap holds within the process.
+- Hand-over: what is owed (the fallback's spend, adjustments that failed, leases given back,
+  withdrawals) is carried to the counter by the next booking that reaches it, and by a
+  prober thread that tries every `PROBE_EVERY` while anything is owed or leased, so a
+  process that stopped reserving (its own view says capped, or its callers went away) still
+  hands over; `close()` tries once more.
 - Settling after an outage: for `settle_after` seconds after the counter answers again,
-  reservations are still granted on the fallback ledger (within the same outage allowance)
-  while every process hands its carry over; only then are shared totals trusted again. A
-  process that went back to the counter at once would find it without the others' outage
-  spend and could grant it a second time. Redis waits 2 s (two of its retry periods, so every
-  live gateway's prober has reached it); SQLite, with share 1, does not wait.
+  reservations are granted as during the outage (from the lease, or the fallback) while
+  every process hands over what it owes and its floor (below); only then are shared totals
+  trusted again. A process that went back to the counter at once could find it without the
+  others' outage spend, or re-created from its own stale floor, and grant from that. Redis
+  waits 2 s (two of its retry periods, so every live gateway's prober has reached it);
+  SQLite, with share 1 and no floor, does not wait.
 - Floor: every booking sends the highest total this process saw for the source and day, and
   the epoch it saw it in. A counter that came back empty (a Redis restarted without
   persistence: its clients reconnect without an error) is re-created from that floor in a
   new epoch, and raised once by each later floor seen in an earlier epoch, so it starts from
-  the most any process knew, not from zero. While the counter is there, floors change nothing.
+  the most any process knew, not from zero. Every process that saw the outage sends its
+  floors again once the counter answers, before anyone trusts it. While the counter is
+  there, floors change nothing.
 """
 
 from __future__ import annotations
@@ -47,79 +59,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
-from typing import NamedTuple, Protocol
 
 from siftlib.store.base import Reservation
+from siftlib.store.counter import Counter, Floor, Slot, Unavailable
 
 PROBE_EVERY = 0.25
+LEASE_WINDOW = 10.0
 NO_CAP = 2**52  # counting an uncapped source's credits: a cap nothing reaches
-
-Slot = tuple[str, str]  # (source, day)
-
-
-class Unavailable(Exception):
-    """The shared counter could not be used; the operation may or may not have reached it.
-
-    `outage` is False for a fault of that one operation (a late reply), True when the counter
-    is down (refused, or late again and again): only an outage needs the settling time.
-    `sent` is False when the operation surely never reached the counter (nothing was sent,
-    or it was rolled back), so it cannot land late.
-    """
-
-    def __init__(self, *, outage: bool = True, sent: bool = True) -> None:
-        super().__init__("the shared counter is unavailable")
-        self.outage = outage
-        self.sent = sent
-
-
-class Floor(NamedTuple):
-    """The highest total this process saw for a source's day, and the counter's epoch then."""
-
-    total: int
-    epoch: str
-
-
-class Counter(Protocol):
-    """A backend's shared daily totals, booked atomically for every process sharing them."""
-
-    def book(
-        self,
-        slot: Slot,
-        *,
-        credits: int,
-        cap: int,
-        floor: Floor,
-        ops: Sequence[tuple[str, int]],
-        reserve: str = "",
-    ) -> tuple[bool, int, str]:
-        """Re-create a lost total from `floor` (or raise it, once per earlier epoch), apply each
-        op's id once, then add `credits` unless that passes `cap`; return (granted, total,
-        epoch). A `reserve` id books once: a repeat is answered as the first time, and one
-        withdrawn is refused. Raises `Unavailable`."""
-        ...
-
-    def withdraw(self, slot: Slot, reserve: str) -> int | None:
-        """Take back a reserve that may have landed after it failed, or refuse it when it
-        lands; return the total, None when there is none. Raises `Unavailable`."""
-        ...
-
-    def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
-        """Apply one op (id, delta) to an existing total, once; None when there is no total."""
-        ...
-
-    def totals(self, day: str) -> dict[str, int]:
-        """Return the totals of `day` per source. Raises `Unavailable`."""
-        ...
-
-    def probe(self) -> None:
-        """Return when the counter answers. Raises `Unavailable`."""
-        ...
-
-    @property
-    def lasting(self) -> bool:
-        """True when the counter cannot come back (closed, or a broken file)."""
-        ...
 
 
 class Op:
@@ -137,7 +83,19 @@ class Op:
 class _Slot:
     """What this process knows of one source's day."""
 
-    __slots__ = ("base", "floor", "held", "local", "pending", "seen", "withdrawals")
+    __slots__ = (
+        "base",
+        "demand",
+        "floor",
+        "held",
+        "lease",
+        "local",
+        "pending",
+        "reserved_at",
+        "resend_floor",
+        "seen",
+        "withdrawals",
+    )
 
     def __init__(self) -> None:
         self.seen = 0
@@ -147,17 +105,34 @@ class _Slot:
         self.base: int | None = None  # `seen` when the current outage began; None: no outage
         self.local = 0  # what the current outage booked here, against its allowance
         self.floor = Floor(0, "")
+        self.lease = 0  # credits booked on the counter that only this process may spend
+        self.reserved_at = float("-inf")
+        self.resend_floor = False  # the counter answers again: it may have come back empty
+        self.demand = (float("-inf"), 0, 0)  # a window's start, its credits, the last one's
 
     def owed(self) -> int:
         return sum(op.delta for op in self.pending)
+
+    def note(self, credits: int, now: float) -> int:
+        """Count a reserve's credits; return the most reserved before it in this window or
+        the last one (a lone reserve leases nothing)."""
+        start, current, last = self.demand
+        if now - start >= LEASE_WINDOW:
+            start, current, last = now, 0, current if now - start < 2 * LEASE_WINDOW else 0
+        self.demand = (start, current + credits, last)
+        self.reserved_at = now
+        return max(current, last)
 
 
 class Ledger:
     """Daily caps on a backend's counter, with the fallback ledger, hand-over and floor."""
 
-    def __init__(self, counter: Counter, *, share: float, settle_after: float) -> None:
+    def __init__(
+        self, counter: Counter, *, share: float, leases: bool, settle_after: float
+    ) -> None:
         self._counter = counter
         self.share = share
+        self.leases = leases
         self.settle_after = settle_after
         self._lock = threading.Lock()
         self._slots: dict[Slot, _Slot] = {}
@@ -173,17 +148,21 @@ class Ledger:
         if credits > cap:
             return None
         slot = (source, day)
+        lease = self._lease_wanted(slot, credits=credits, cap=cap)
         if not self._trusted():
             self._hand_over(slot)
         if self._trusted():
             try:
-                granted = self._book_reserve(slot, credits=credits, cap=cap)
+                granted = self._book_reserve(slot, credits=credits, cap=cap, lease=lease)
             except Unavailable:
                 pass
             else:
                 with self._lock:
                     self._slots[slot].base = None  # back on the counter: the outage is over
-                return Reservation(source, day, credits) if granted else None
+                if granted or not self.leases:
+                    return Reservation(source, day, credits) if granted else None
+        if self.leases:  # the counter failed, or is full: what this process booked ahead
+            return self._spend_lease(slot, credits)
         return self._reserve_locally(slot, credits=credits, cap=cap)
 
     def settle(self, reservation: Reservation, *, actual: int) -> None:
@@ -225,13 +204,15 @@ class Ledger:
                 self._hand_over(slot)
         with self._lock:
             return {
-                source: state.seen + state.owed() + state.held
+                source: state.seen + state.owed() + state.held - state.lease
                 for (source, when), state in sorted(self._slots.items())
                 if when == day
             }
 
     def close(self) -> None:
-        """Hand over what is owed, once more, and stop the prober."""
+        """Give the leases back and hand over what is owed, once more; stop the prober."""
+        for slot in self._leased(idle_for=0.0):
+            self._give_back(slot)
         for slot in self._owing():
             self._hand_over(slot)
         self._closed.set()
@@ -242,7 +223,9 @@ class Ledger:
         """Tell whether shared totals may grant: the counter answers and the outage settled."""
         return not self._down and time.monotonic() >= self._back_at + self.settle_after
 
-    def _book(self, slot: Slot, *, credits: int, cap: int, reserve: str = "") -> bool:
+    def _book(
+        self, slot: Slot, *, credits: int, cap: int, reserve: str = "", lease: int = 0
+    ) -> bool:
         """Book credits on the counter with what is owed and the floor; raises `Unavailable`."""
         with self._lock:
             state = self._slot(slot)
@@ -251,13 +234,14 @@ class Ledger:
                 op.flying = op.sent = True
             floor = state.floor
         try:
-            granted, total, epoch = self._counter.book(
+            granted, total, epoch, leased = self._counter.book(
                 slot,
                 credits=credits,
                 cap=cap,
                 floor=floor,
                 ops=[(o.ident, o.delta) for o in ops],
                 reserve=reserve,
+                lease=lease,
             )
         except Unavailable as exc:
             with self._lock:
@@ -267,15 +251,19 @@ class Ledger:
             raise
         with self._lock:
             state.pending = [op for op in state.pending if op not in ops]
+            state.resend_floor = False
             state.seen = total
             # Only a booking's total names its epoch: a read or an adjustment may come from a
             # counter re-created since, so it must not raise the floor of an earlier one.
             known = state.floor.total if epoch == state.floor.epoch else 0
             state.floor = Floor(max(known, total), epoch)
+            state.lease += leased
+            if leased:
+                self._start_prober()  # it gives the lease back once this slot goes idle
         self._answered()
         return granted
 
-    def _book_reserve(self, slot: Slot, *, credits: int, cap: int) -> bool:
+    def _book_reserve(self, slot: Slot, *, credits: int, cap: int, lease: int) -> bool:
         """Book a reserve under an id of its own; raises `Unavailable`.
 
         A late reply is tried once more under the same id (the counter books an id once, so a
@@ -286,7 +274,7 @@ class Ledger:
         sent = False
         for _ in range(2):
             try:
-                return self._book(slot, credits=credits, cap=cap, reserve=reserve)
+                return self._book(slot, credits=credits, cap=cap, reserve=reserve, lease=lease)
             except Unavailable as exc:
                 sent = sent or exc.sent
                 failure = exc
@@ -301,7 +289,8 @@ class Ledger:
         """Carry what a slot owes to the counter, or find the counter back."""
         with self._lock:
             state = self._slot(slot)
-            owes, withdrawals = bool(state.pending), list(state.withdrawals)
+            owes = bool(state.pending) or state.resend_floor
+            withdrawals = list(state.withdrawals)
         try:
             for reserve in withdrawals:
                 total = self._counter.withdraw(slot, reserve)
@@ -338,6 +327,44 @@ class Ledger:
             with self._lock:
                 self._slot(slot).seen = total
 
+    def _lease_wanted(self, slot: Slot, *, credits: int, cap: int) -> int:
+        """Note a reserve; return the credits to lease with it: its lease topped up to recent
+        demand, within `share` of what is left."""
+        if not self.leases:
+            return 0
+        with self._lock:
+            state = self._slot(slot)
+            demand = state.note(credits, time.monotonic())
+            target = min(demand, int(self.share * max(cap - state.seen, 0)))
+            return max(target - state.lease, 0)
+
+    def _spend_lease(self, slot: Slot, credits: int) -> Reservation | None:
+        """Grant a reservation from this process's lease: credits the counter already holds."""
+        with self._lock:
+            state = self._slot(slot)
+            if state.lease < credits:
+                return None
+            state.lease -= credits
+        return Reservation(slot[0], slot[1], credits)
+
+    def _leased(self, *, idle_for: float) -> list[Slot]:
+        """The slots holding a lease and reserved from no sooner than `idle_for` ago."""
+        now = time.monotonic()
+        with self._lock:
+            return [
+                slot
+                for slot, state in self._slots.items()
+                if state.lease and now - state.reserved_at >= idle_for
+            ]
+
+    def _give_back(self, slot: Slot) -> None:
+        """Return a slot's lease to the counter (owed, with its id, if that fails)."""
+        with self._lock:
+            state = self._slot(slot)
+            lease, state.lease = state.lease, 0
+        if lease:
+            self._adjust(slot, -lease)
+
     def _reserve_locally(self, slot: Slot, *, credits: int, cap: int) -> Reservation | None:
         with self._lock:
             state = self._slot(slot)
@@ -365,7 +392,8 @@ class Ledger:
             return [
                 slot
                 for slot, state in self._slots.items()
-                if (state.pending or state.withdrawals) and day in (None, slot[1])
+                if (state.pending or state.withdrawals or state.resend_floor)
+                and day in (None, slot[1])
             ]
 
     def _slot(self, slot: Slot) -> _Slot:
@@ -379,11 +407,15 @@ class Ledger:
     def _failed(self, exc: Unavailable) -> None:
         with self._lock:
             self._down = self._down or exc.outage
-            if self._prober is None and not self._closed.is_set():
-                self._prober = threading.Thread(
-                    target=self._probe, name="sift-ledger-prober", daemon=True
-                )
-                self._prober.start()
+            self._start_prober()
+
+    def _start_prober(self) -> None:
+        """Start the prober unless it runs (call under the lock)."""
+        if self._prober is None and not self._closed.is_set():
+            self._prober = threading.Thread(
+                target=self._probe, name="sift-ledger-prober", daemon=True
+            )
+            self._prober.start()
 
     def _answered(self) -> None:
         if self._down:
@@ -391,10 +423,15 @@ class Ledger:
                 if self._down:
                     self._down = False
                     self._back_at = time.monotonic()
+                    for state in self._slots.values():
+                        state.resend_floor = state.floor.total > 0
 
     def _probe(self) -> None:
-        """Until the counter answers and nothing is owed, hand over or probe now and then."""
+        """Until the counter answers and nothing is owed or leased, hand over, give idle
+        leases back, or probe, now and then."""
         while not self._closed.wait(PROBE_EVERY) and not self._counter.lasting:
+            for slot in self._leased(idle_for=LEASE_WINDOW):
+                self._give_back(slot)
             owing = self._owing()
             for slot in owing:
                 self._hand_over(slot)
@@ -405,7 +442,10 @@ class Ledger:
                     continue
                 self._answered()
             with self._lock:  # under the lock `_failed` takes: a fault after this starts anew
-                owes = any(state.pending or state.withdrawals for state in self._slots.values())
+                owes = any(
+                    state.pending or state.withdrawals or state.lease or state.resend_floor
+                    for state in self._slots.values()
+                )
                 if not self._down and not owes:
                     self._prober = None
                     return

@@ -48,10 +48,11 @@ Decisions (store.md §2, and where it is silent):
   the next operation tries again, so the store recovers by itself. A single timeout fails
   its operation only. While it is down, cache operations raise `StoreError("unavailable")`
   (the search goes on uncached, warning `store: unavailable`), `problem` says
-  `redis unreachable`, and caps fall back to the ledger's fallback in this process
-  (`fallback_share` of what was left when the outage began), handed over when the store is
-  back; for `SETTLE_AFTER` (2 s) after that, grants stay on the fallback while every gateway
-  hands its outage spend over.
+  `redis unreachable`, and paid sources are granted from this gateway's lease: credits the
+  ledger booked on the store beforehand (at most `fallback_share` of what was left), so an
+  outage can never take the fleet past a cap; what it owes, and its floors, are handed over
+  when the store is back, and for `SETTLE_AFTER` (2 s) after that grants still come from the
+  lease only, so no gateway trusts a total before every gateway handed over.
 - Credentials: the password comes from `secret.env` only (config refuses one in the URL, and
   URL options, which would override it). No message, problem or log line carries the URL;
   they name `host:port` at most.
@@ -76,7 +77,8 @@ from siftlib.errors import StoreError
 from siftlib.hits import Hit
 from siftlib.lazylog import LazyLogger
 from siftlib.store.base import Cached, decode_hits, encode_hits, expiry
-from siftlib.store.ledger import Ledger, LedgerCaps, Slot, Unavailable
+from siftlib.store.counter import Slot, Unavailable
+from siftlib.store.ledger import Ledger, LedgerCaps
 from siftlib.store.redis_counter import RedisCounter
 
 log = LazyLogger("sift")
@@ -88,9 +90,9 @@ CONNECT_TIMEOUT = 0.05
 READ_TIMEOUT = 0.05
 RETRY_AFTER = 1.0
 LATE_LIMIT = 3
+SETTLE_AFTER = 2.0
 FILL_WAIT = 1.0
 FILL_POLL = 0.01
-SETTLE_AFTER = 2.0
 
 
 class RedisStore(LedgerCaps):
@@ -116,7 +118,9 @@ class RedisStore(LedgerCaps):
         self._problem: str | None = None
         self._retry_at = 0.0
         self._late = 0  # operations timed out in a row
-        self._ledger = Ledger(RedisCounter(self), share=fallback_share, settle_after=SETTLE_AFTER)
+        self._ledger = Ledger(
+            RedisCounter(self), share=fallback_share, leases=True, settle_after=SETTLE_AFTER
+        )
 
     @property
     def problem(self) -> str | None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, cast
 import redis
 
 from siftlib.config import SOURCE_ORDER
-from siftlib.store.ledger import Floor, Slot
+from siftlib.store.counter import Booked, Floor, Slot
 
 if TYPE_CHECKING:
     from siftlib.store.redis import RedisStore
@@ -30,12 +30,13 @@ COUNTER_TTL = 48 * 3600
 MARK_TTL = 600
 
 # KEYS[1] the day's counter, KEYS[2] its record, KEYS[3] (a reserve's) its mark; ARGV
-# credits, cap, ttl, the caller's floor and its epoch, a new epoch, the mark's ttl, then an id
-# and a delta for each adjustment owed. A counter gone while the caller saw a total is
-# re-created from that floor in the new epoch; a floor seen in an earlier epoch than the
-# counter's raises it by what it knew more, once. Each owed id is applied once; then the
-# credits are added only under the cap. A reserve found marked ran already (its reply was
-# late: it is answered as then, booked once) or was withdrawn ('w': refused).
+# credits, cap, ttl, the caller's floor and its epoch, a new epoch, the mark's ttl, the lease
+# wanted, then an id and a delta for each adjustment owed. A counter gone while the caller saw
+# a total is re-created from that floor in the new epoch; a floor seen in an earlier epoch
+# than the counter's raises it by what it knew more, once. Each owed id is applied once; then
+# the credits are added only under the cap, and with them as much of the lease as fits. A
+# reserve found marked ran already (its reply was late: it is answered as then, booked once)
+# or was withdrawn ('w': refused); the mark holds all it booked.
 _BOOK = """
 local raw = redis.call('GET', KEYS[1])
 local used = tonumber(raw or '0')
@@ -57,30 +58,35 @@ elseif floor > 0 then
     end
   end
 end
-for i = 8, #ARGV, 2 do
+for i = 9, #ARGV, 2 do
   if redis.call('HSETNX', KEYS[2], ARGV[i], 1) == 1 then
     used = used + tonumber(ARGV[i + 1])
   end
 end
-if epoch ~= '' or #ARGV > 7 then
+if epoch ~= '' or #ARGV > 8 then
   redis.call('EXPIRE', KEYS[2], ARGV[3])
 end
 used = math.max(used, 0)
-local granted = 0
+local granted, leased = 0, 0
+local credits, cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 local mark = KEYS[3] and redis.call('GET', KEYS[3])
 if mark then
-  if mark ~= 'w' then granted = 1 end
-elseif used + tonumber(ARGV[1]) <= tonumber(ARGV[2]) then
-  used = used + tonumber(ARGV[1])
+  if mark ~= 'w' then
+    granted = 1
+    leased = tonumber(mark) - credits
+  end
+elseif used + credits <= cap then
+  leased = math.min(tonumber(ARGV[8]), cap - used - credits)
+  used = used + credits + leased
   granted = 1
-  if KEYS[3] then redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[7]) end
+  if KEYS[3] then redis.call('SET', KEYS[3], credits + leased, 'EX', ARGV[7]) end
 end
 if not raw then
   redis.call('SET', KEYS[1], used, 'EX', ARGV[3])
 elseif used ~= tonumber(raw) then
   redis.call('SET', KEYS[1], used, 'KEEPTTL')
 end
-return {granted, used, epoch}
+return {granted, used, epoch, leased}
 """
 # KEYS[1] the day's counter, KEYS[2] its record; ARGV id, delta, ttl. Nil when the counter is
 # gone; the total unchanged when the id was applied already.
@@ -142,21 +148,22 @@ class RedisCounter:
         floor: Floor,
         ops: Sequence[tuple[str, int]],
         reserve: str = "",
-    ) -> tuple[bool, int, str]:
-        """Run the booking script: the floor, owed ops once each, then credits under the cap
-        (once per reserve id, which the script marks)."""
+        lease: int = 0,
+    ) -> Booked:
+        """Run the booking script: the floor, owed ops once each, then credits and as much of
+        the lease as fit under the cap (once per reserve id, which the script marks)."""
         store = self._store
         args: list[int | str] = [credits, cap, COUNTER_TTL, floor.total, floor.epoch]
         args.append(os.urandom(8).hex() if floor.total > 0 else "")  # the epoch if it re-creates
-        args.append(MARK_TTL)
+        args += [MARK_TTL, lease]
         for ident, delta in ops:
             args += [ident, delta]
         keys: tuple[str, ...] = store._cap_keys(slot)
         if reserve:
             keys += (self._mark(keys[0], reserve),)
         answer = store._call(lambda client: self._book(keys, *args))
-        granted, total, epoch = cast(list[int | bytes], answer)
-        return bool(granted), int(total), cast(bytes, epoch).decode()
+        granted, total, epoch, leased = cast(list[int | bytes], answer)
+        return Booked(bool(granted), int(total), cast(bytes, epoch).decode(), int(leased))
 
     def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
         """Run the adjusting script: one op, once, on an existing counter."""

@@ -87,7 +87,7 @@ class SQLiteStore(LedgerCaps):
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self._puts = 0
-        self._ledger = Ledger(SQLiteCounter(self), share=1.0, settle_after=0.0)
+        self._ledger = Ledger(SQLiteCounter(self), share=1.0, leases=False, settle_after=0.0)
 
     @property
     def problem(self) -> str | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from siftlib.errors import StoreError
-from siftlib.store.ledger import Floor, Slot, Unavailable
+from siftlib.store.counter import Booked, Floor, Slot, Unavailable
 
 if TYPE_CHECKING:
     from siftlib.store.sqlite import SQLiteStore
@@ -51,11 +51,13 @@ class SQLiteCounter:
         floor: Floor,
         ops: Sequence[tuple[str, int]],
         reserve: str = "",
-    ) -> tuple[bool, int, str]:
+        lease: int = 0,
+    ) -> Booked:
         """Book credits under the cap after what is owed, in one transaction.
 
         Neither the floor nor the reserve id is needed: a file does not come back empty under
         an open store, and a booking that failed was rolled back, so it never lands late.
+        Nothing is leased: the ledger on a file falls back to the whole rest of the cap.
         """
         source, day = slot
         owed = sum(delta for _, delta in ops)
@@ -70,7 +72,7 @@ class SQLiteCounter:
             return result
 
         granted, total = self._call(book)
-        return granted, total, ""
+        return Booked(granted, total, "")
 
     def adjust(self, slot: Slot, op: tuple[str, int]) -> int | None:
         """Add a settle's or release's difference to the day's total."""
