@@ -60,68 +60,12 @@ import os
 import threading
 import time
 
+from siftlib.store.account import LEASE_WINDOW, Account, Op
 from siftlib.store.base import Reservation
 from siftlib.store.counter import Counter, Floor, Slot, Unavailable
 
 PROBE_EVERY = 0.25
-LEASE_WINDOW = 10.0
 NO_CAP = 2**52  # counting an uncapped source's credits: a cap nothing reaches
-
-
-class Op:
-    """One adjustment the counter has not confirmed: an id it applies once, and a delta."""
-
-    __slots__ = ("delta", "flying", "ident", "sent")
-
-    def __init__(self, delta: int) -> None:
-        self.ident = os.urandom(8).hex()
-        self.delta = delta
-        self.sent = False  # sent once: its id is fixed, so nothing more may join it
-        self.flying = False  # in a booking right now
-
-
-class _Slot:
-    """What this process knows of one source's day."""
-
-    __slots__ = (
-        "base",
-        "demand",
-        "floor",
-        "held",
-        "lease",
-        "local",
-        "pending",
-        "reserved_at",
-        "resend_floor",
-        "seen",
-        "withdrawals",
-    )
-
-    def __init__(self) -> None:
-        self.seen = 0
-        self.held = 0
-        self.pending: list[Op] = []
-        self.withdrawals: list[str] = []  # ids of reserves that failed but may land late
-        self.base: int | None = None  # `seen` when the current outage began; None: no outage
-        self.local = 0  # what the current outage booked here, against its allowance
-        self.floor = Floor(0, "")
-        self.lease = 0  # credits booked on the counter that only this process may spend
-        self.reserved_at = float("-inf")
-        self.resend_floor = False  # the counter answers again: it may have come back empty
-        self.demand = (float("-inf"), 0, 0)  # a window's start, its credits, the last one's
-
-    def owed(self) -> int:
-        return sum(op.delta for op in self.pending)
-
-    def note(self, credits: int, now: float) -> int:
-        """Count a reserve's credits; return the most reserved before it in this window or
-        the last one (a lone reserve leases nothing)."""
-        start, current, last = self.demand
-        if now - start >= LEASE_WINDOW:
-            start, current, last = now, 0, current if now - start < 2 * LEASE_WINDOW else 0
-        self.demand = (start, current + credits, last)
-        self.reserved_at = now
-        return max(current, last)
 
 
 class Ledger:
@@ -135,7 +79,7 @@ class Ledger:
         self.leases = leases
         self.settle_after = settle_after
         self._lock = threading.Lock()
-        self._slots: dict[Slot, _Slot] = {}
+        self._slots: dict[Slot, Account] = {}
         self._down = False
         self._back_at = float("-inf")
         self._closed = threading.Event()
@@ -173,12 +117,12 @@ class Ledger:
                 state = self._slot(slot)
                 state.held -= reserved
                 state.local += actual - reserved
-                self._owe(state, actual)
+                state.owe(actual)
             self._hand_over(slot)
         elif reserved == 0:
             if actual:  # an uncapped source: nothing was held, the credits still count
                 with self._lock:
-                    self._owe(self._slot(slot), actual)
+                    self._slot(slot).owe(actual)
                 self._hand_over(slot)
         elif actual != reserved:
             self._adjust(slot, actual - reserved)
@@ -328,24 +272,17 @@ class Ledger:
                 self._slot(slot).seen = total
 
     def _lease_wanted(self, slot: Slot, *, credits: int, cap: int) -> int:
-        """Note a reserve; return the credits to lease with it: its lease topped up to recent
-        demand, within `share` of what is left."""
+        """Note a reserve; return the credits to lease with it (none without leases)."""
         if not self.leases:
             return 0
         with self._lock:
-            state = self._slot(slot)
-            demand = state.note(credits, time.monotonic())
-            target = min(demand, int(self.share * max(cap - state.seen, 0)))
-            return max(target - state.lease, 0)
+            return self._slot(slot).lease_wanted(credits, cap, self.share, time.monotonic())
 
     def _spend_lease(self, slot: Slot, credits: int) -> Reservation | None:
         """Grant a reservation from this process's lease: credits the counter already holds."""
         with self._lock:
-            state = self._slot(slot)
-            if state.lease < credits:
-                return None
-            state.lease -= credits
-        return Reservation(slot[0], slot[1], credits)
+            spent = self._slot(slot).spend_lease(credits)
+        return Reservation(slot[0], slot[1], credits) if spent else None
 
     def _leased(self, *, idle_for: float) -> list[Slot]:
         """The slots holding a lease and reserved from no sooner than `idle_for` ago."""
@@ -367,24 +304,8 @@ class Ledger:
 
     def _reserve_locally(self, slot: Slot, *, credits: int, cap: int) -> Reservation | None:
         with self._lock:
-            state = self._slot(slot)
-            if state.base is None:  # the outage begins for this slot
-                state.base = state.seen
-                state.local = state.held + max(state.owed(), 0)
-            allowance = int(self.share * max(cap - state.base, 0))
-            if state.local + credits > allowance:
-                return None
-            state.local += credits
-            state.held += credits
-        return Reservation(slot[0], slot[1], credits, "memory")
-
-    def _owe(self, state: _Slot, delta: int) -> None:
-        last = state.pending[-1] if state.pending else None
-        if last is not None and not last.sent:
-            last.delta += delta
-        else:
-            op = Op(delta)
-            state.pending.append(op)
+            held = self._slot(slot).hold(credits, cap, self.share)
+        return Reservation(slot[0], slot[1], credits, "memory") if held else None
 
     def _owing(self, day: str | None = None) -> list[Slot]:
         """The slots that owe the counter an adjustment or a withdrawal: of `day`, or any."""
@@ -392,14 +313,13 @@ class Ledger:
             return [
                 slot
                 for slot, state in self._slots.items()
-                if (state.pending or state.withdrawals or state.resend_floor)
-                and day in (None, slot[1])
+                if state.owing and day in (None, slot[1])
             ]
 
-    def _slot(self, slot: Slot) -> _Slot:
+    def _slot(self, slot: Slot) -> Account:
         state = self._slots.get(slot)
         if state is None:
-            state = self._slots[slot] = _Slot()
+            state = self._slots[slot] = Account()
         return state
 
     # Faults and the prober.
@@ -442,11 +362,7 @@ class Ledger:
                     continue
                 self._answered()
             with self._lock:  # under the lock `_failed` takes: a fault after this starts anew
-                owes = any(
-                    state.pending or state.withdrawals or state.lease or state.resend_floor
-                    for state in self._slots.values()
-                )
-                if not self._down and not owes:
+                if not self._down and not any(s.owing or s.lease for s in self._slots.values()):
                     self._prober = None
                     return
         with self._lock:

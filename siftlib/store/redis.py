@@ -22,7 +22,7 @@ Decisions (store.md §2, and where it is silent):
   partitions stay apart), as `<expires> <the SQLite value>`: the protocol hands the expiry
   back, and the caller's clock decides it as it does for SQLite; `<prefix>fill:<cache key>`
   the fill lock.
-- Caps: the shared `Ledger` (`siftlib.store.ledger`) on two Lua scripts
+- Caps: the shared `Ledger` (`siftlib.store.ledger`) on three Lua scripts
   (`siftlib.store.redis_counter`), each over one counter and its record in the same Cluster
   hash slot (so they run unchanged on a Redis Cluster), sent by EVALSHA and by EVAL when the
   server answers NOSCRIPT. Booking (a reserve, and the hand-over

@@ -1,12 +1,13 @@
-"""The daily-cap counter on a Redis server: two Lua scripts over a counter and its record.
+"""The daily-cap counter on a Redis server: three Lua scripts over a counter, its record, marks.
 
     counter = RedisCounter(store)               # the ledger's Counter (`siftlib.store.ledger`)
-    granted, total, epoch = counter.book(("tavily", "2026-11-30"), credits=1, cap=500,
-                                         floor=Floor(0, ""), ops=[])
+    booked = counter.book(("tavily", "2026-11-30"), credits=1, cap=500, floor=Floor(0, ""),
+                          ops=[], reserve="9f2c…", lease=2)
 
-Each script touches one day's counter and its record (`RedisStore._cap_keys`), which share a
-Cluster hash slot, so they run unchanged on a Redis Cluster. They are sent by EVALSHA, and by
-EVAL when the server answers NOSCRIPT. What they keep is in `siftlib.store.redis`.
+Each script touches one day's counter, its record (`RedisStore._cap_keys`) and a reserve's
+mark, which share a Cluster hash slot, so they run unchanged on a Redis Cluster. They are
+sent by EVALSHA, and by EVAL when the server answers NOSCRIPT. What they keep is in
+`siftlib.store.redis`.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The daily-cap counter on the SQLite file: the `credits` table, one row per source and day.
 
     counter = SQLiteCounter(store)              # the ledger's Counter (`siftlib.store.ledger`)
-    granted, total, _ = counter.book(("tavily", "2026-11-30"), credits=1, cap=500,
-                                     floor=Floor(0, ""), ops=[])
+    booked = counter.book(("tavily", "2026-11-30"), credits=1, cap=500, floor=Floor(0, ""),
+                          ops=[])
 
 A reservation is one guarded upsert, atomic inside SQLite, so threads and processes sharing
 the file never pass the cap. A failed statement is rolled back, so an adjustment either
