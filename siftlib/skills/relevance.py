@@ -9,8 +9,8 @@ dispatching-parallel-agents).
 Lexical part. Text is split into the words that carry meaning and stemmed (`text.py`). A
 skill is a two-field document, name and the description's `purpose` (without the clauses
 saying what the skill is not for, whose words name other skills' work); a term is weighed
-BM25F-style: name occurrences count `NAME_WEIGHT` times, description occurrences are
-normalised by description length, the sum saturates with `K1`, and the term's IDF over the
+BM25F-style: name occurrences count `NAME_WEIGHT` times, each field's occurrences are
+normalised by that field's length, the sum saturates with `K1`, and the term's IDF over the
 catalog scales it. Each query
 term is matched by its own stem (weight 1) and by the stems of the other terms of every
 vocabulary concept it belongs to (`SYNONYM_WEIGHT`, below 1 so the literal word outranks its
@@ -133,6 +133,7 @@ class RelevanceIndex:
         name_terms = [terms(skill.name.replace("-", " ")) for skill in skills]
         description_terms = [terms(purpose(skill.description)) for skill in skills]
         average = sum(map(len, description_terms)) / len(skills) if skills else 1.0
+        average_name = sum(map(len, name_terms)) / len(skills) if skills else 1.0
         frequencies: dict[str, dict[int, float]] = defaultdict(dict)
         for position, (in_name, in_description) in enumerate(
             zip(name_terms, description_terms, strict=True)
@@ -141,8 +142,11 @@ class RelevanceIndex:
             weighted = dict.fromkeys(in_description, 0.0)
             for term in in_description:
                 weighted[term] += step
+            # Each field is normalised by its own length, as BM25F does: "semgrep" says more
+            # of semgrep-rule-creator than of semgrep-rule-variant-creator.
+            name_step = NAME_WEIGHT / (1 - B + B * len(in_name) / (average_name or 1.0))
             for term in in_name:
-                weighted[term] = weighted.get(term, 0.0) + NAME_WEIGHT
+                weighted[term] = weighted.get(term, 0.0) + name_step
             for term, frequency in weighted.items():
                 frequencies[term][position] = frequency * (K1 + 1) / (frequency + K1)
         size = len(skills)
