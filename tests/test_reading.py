@@ -21,6 +21,12 @@ def read(name: str, url: str, *, main: bool = True) -> Document:
     )
 
 
+def assert_in_order(text: str, *parts: str) -> None:
+    """Assert that each part is in the text, in the order given."""
+    places = [text.index(part) for part in parts]
+    assert places == sorted(places), parts
+
+
 def html(page: str, url: str = "https://example.org/notes/page") -> Document:
     return convert(page.encode(), content_type="text/html", media_type="text/html", url=url)
 
@@ -35,8 +41,7 @@ def test_a_thread_keeps_every_post_in_order_with_its_author_and_date() -> None:
         "The keepalive did it",
         "Worth adding `ServerAliveCountMax 10`",
     )
-    places = [content.index(opening) for opening in openings]
-    assert places == sorted(places)
+    assert_in_order(content, *openings)
     for author, date in (
         ("quietfan", "Mon Mar 02, 2026 7:04 pm"),
         ("packetpusher", "Mon Mar 02, 2026 8:11 pm"),
@@ -54,15 +59,12 @@ def test_a_thread_the_extractor_kept_whole_gets_each_posts_author_and_date() -> 
     document = read("forum-thread.html", "https://discuss.example.org/t/wal-growing/4182")
     assert document.page_type == "forum"
     content = document.content
-    places = [
-        content.index(part)
-        for part in (
-            "**nodewatcher** · 2026-02-02T10:00:00Z\n\nMy home automation database uses WAL",
-            "**pagecache** · 2026-02-02T11:30:00Z\n\nA WAL file only shrinks",
-            "**nodewatcher** · 2026-02-03T08:15:00Z\n\nThat was it.",
-        )
-    ]
-    assert places == sorted(places)
+    assert_in_order(
+        content,
+        "**nodewatcher** · 2026-02-02T10:00:00Z\n\nMy home automation database uses WAL",
+        "**pagecache** · 2026-02-02T11:30:00Z\n\nA WAL file only shrinks",
+        "**nodewatcher** · 2026-02-03T08:15:00Z\n\nThat was it.",
+    )
     assert content.count("**nodewatcher**") == 2  # one line per post, none in the wrong place
 
 
@@ -72,15 +74,12 @@ def test_comments_under_the_answers_of_a_question_are_not_posts() -> None:
     posts = thread(tree)
     assert posts is not None
     text = " ".join(posts.text_content().split())
-    places = [
-        text.index(part)
-        for part in (
-            "Why does rsync re-copy files",
-            "rsync compares size and modification time",
-            "FAT32 and exFAT store modification times",
-        )
-    ]
-    assert places == sorted(places)
+    assert_in_order(
+        text,
+        "Why does rsync re-copy files",
+        "rsync compares size and modification time",
+        "FAT32 and exFAT store modification times",
+    )
     assert "Same here on a Synology" not in text and "This fixed it for me" not in text
     # A platform whose every post is a comment (GitHub's issues) keeps them all.
     issue = parse(
@@ -187,18 +186,15 @@ def test_a_service_page_keeps_the_blocks_the_extractor_skipped_between_its_own(
     document = read("service-cards.html", url)
     assert document.page_type == kind
     content = document.content
-    places = [
-        content.index(part)
-        for part in (
-            "Northwind Analytics helps mid-sized firms",
-            "## What we do",
-            "Data architecture\n\nWe map the systems you run today",
-            "Training your team\n\nHands-on sessions for your analysts",
-            "## How an engagement runs",
-            "Most engagements take three to six months.",
-        )
-    ]
-    assert places == sorted(places)
+    assert_in_order(
+        content,
+        "Northwind Analytics helps mid-sized firms",
+        "## What we do",
+        "Data architecture\n\nWe map the systems you run today",
+        "Training your team\n\nHands-on sessions for your analysts",
+        "## How an engagement runs",
+        "Most engagements take three to six months.",
+    )
     assert "12 Wharf Street" not in content and "[Careers]" not in content
 
 
