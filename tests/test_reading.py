@@ -300,6 +300,9 @@ def test_the_full_page_pass_drops_hidden_parts_whatever_their_size() -> None:
             "product",
         ),
         ("https://shop.example.org/collections/mugs", "", "collection"),
+        ("https://shop.example.org/collections/mugs/products/trail-mug", "", "product"),
+        ("https://www.example.com/us/store/products/trail-mug-white", "", "product"),
+        ("https://www.example.com/shop/buy-mugs/trail-mug", "", "collection"),
         ("https://news.example.org/2026/03/04/tram-line", "", "article"),
         (
             "https://news.example.org/tram-line",

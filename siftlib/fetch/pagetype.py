@@ -31,7 +31,7 @@ _DOCS_MARK = re.compile(
     r"|readthedocs|javadoc|doxygen|hugo-book|starlight",
     re.I,
 )
-_PRODUCT_URL = re.compile(r"/(products?|p|dp|item|shop/[^/]+/[^/]+)/[^/]+", re.I)
+_PRODUCT_URL = re.compile(r"/(products?|p|dp|item)/[^/]+", re.I)
 _COLLECTION_URL = re.compile(
     r"/(collections?|categor(y|ies)|c|cat|shop|store|department)(/|$)", re.I
 )
@@ -122,10 +122,14 @@ def page_type(
     ):
         return "forum"
     products = types["Product"] + types["ProductGroup"] + itemtypes.count("schema.org/Product")
-    if products >= 3 or "product.group" in og_type or _COLLECTION_URL.search(path):
+    if products >= 3 or "product.group" in og_type:
         return "collection"
+    # A product's path may pass through its shop or collection (`/store/products/x`,
+    # `/collections/mugs/products/x`): the product's own shape is asked first.
     if products or og_type == "product" or _PRODUCT_URL.search(path):
         return "product"
+    if _COLLECTION_URL.search(path):
+        return "collection"
     if (
         _DOCS_MARK.search(marks)
         or _DOCS_URL.search(where)
