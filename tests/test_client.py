@@ -28,8 +28,8 @@ from siftlib.errors import (
     UnsupportedContent,
     UnsupportedOption,
 )
+from siftlib.gateway.api import error_answer
 from siftlib.gateway.client import fetch_remote, search_remote
-from siftlib.gateway.scrape import failure
 
 TOKEN = "tok-client-5c6d7e8f"
 
@@ -269,7 +269,7 @@ FETCH_FAILURES = [
 
 @pytest.mark.parametrize("sent", FETCH_FAILURES, ids=lambda exc: type(exc).__name__)
 def test_fetch_remote_reads_each_error_back_by_its_code(sent: SiftError) -> None:
-    status, payload = failure(sent, firecrawl=False)
+    status, payload, _ = error_answer(sent, route="/v1/fetch")
     fake = FakeUpstream(json.dumps(payload).encode(), status=status)
     try:
         with pytest.raises(SiftError) as raised:

@@ -151,7 +151,8 @@ def test_one_table_gives_each_errors_status_by_its_code(
     if isinstance(exc, NoResultsError):
         return  # a search's: its body is the search routes' (test_api)
     for firecrawl in (False, True):
-        answered, body = scrape.failure(exc, firecrawl=firecrawl)
+        route = "/v2/scrape" if firecrawl else "/v1/fetch"
+        answered, body, _ = api.error_answer(exc, route=route)
         assert (answered, body["code"]) == (status, code)
         assert body["error"] == (
             f"fetch failed: {exc.kind}" if isinstance(exc, FetchFailed) else str(exc)

@@ -1,13 +1,14 @@
 """The gateway's API as pure functions: bodies into search requests, outcomes into answers.
 
 The fetch routes' bodies and answers are `siftlib.gateway.scrape`'s; their routes and error shape
-are here with the rest.
+are here with the rest: every error answer of the gateway, in both dialects and on every route,
+is shaped by `error_answer` (the handler's, the deadline's and the canned shed answer).
 
     body = decode_body(b'{"query": "sqlite wal", "k": 3}')
     request = native_request(body, caller="ops", default_k=8)     # or firecrawl_request(...)
     answer = firecrawl_answer(searcher.search(request))           # or native_answer(...)
     data = firecrawl_body(searcher.search(request))               # the same answer, as bytes
-    payload = error_payload(Rejected(HTTPStatus.NOT_FOUND, "not found"), route="/v2/search")
+    status, payload, headers = error_answer(exc, route="/v2/scrape")  # any error's answer
 
 No sockets here: the handler (`siftlib.gateway.server`) reads the bytes and writes the answer.
 
@@ -31,17 +32,20 @@ Decisions the spec leaves open:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import Any, NamedTuple
 
 from siftlib import __version__
+from siftlib.errors import Blocked, BlockedBySite, FetchFailed, NoResultsError, QueryError
 from siftlib.gateway import wire
 from siftlib.gateway.memo import EntryMemo
 from siftlib.hits import Hit
 from siftlib.query import check_k
 from siftlib.search.pipeline import SearchRequest, SearchResponse
 
+log = logging.getLogger("sift.http")
 FIRECRAWL_DEFAULT_LIMIT = 5
 FIRECRAWL_MAX_LIMIT = 20
 ROUTES = {
@@ -67,6 +71,16 @@ ERROR_STATUS = {
     "unsupported content": HTTPStatus.UNSUPPORTED_MEDIA_TYPE,
     "no search results": HTTPStatus.UNPROCESSABLE_ENTITY,
     "fetch failed": HTTPStatus.INTERNAL_SERVER_ERROR,
+}
+# A fetch error body's `details` by its code: what the caller can do about it.
+FETCH_DETAILS = {
+    "blocked": "the fetch guard reads public addresses only; [fetch] allow opens one host:port",
+    "blocked by the site": "the site answered with a challenge or block page, not the content",
+    "unsupported option": "this gateway serves the scrape options its docs list, no others",
+    "unsupported content type": "the page is of a content type fetch does not read",
+    "unsupported content": "the page's bytes are not in a format fetch reads",
+    "deadline": "the fetch ran past its deadline (fetch.timeout, or the request's timeout)",
+    "fetch failed": "the page could not be fetched; the error names the step that failed",
 }
 
 
@@ -218,6 +232,44 @@ def health_answer(
     return answer
 
 
+class ErrorAnswer(NamedTuple):
+    """An error's answer: its status, JSON body and header fields."""
+
+    status: HTTPStatus
+    payload: dict[str, object]
+    headers: dict[str, str]
+
+
+def error_answer(exc: Exception, *, route: str) -> ErrorAnswer:
+    """Return the answer to any error on `route`: the one place error bodies are shaped.
+
+    A fetch route answers its fetch's own errors by their code (`fetch_payload`); every
+    other error becomes a `Rejected` (`rejection`), shaped by `error_payload`.
+    """
+    if route in FETCH_ROUTES and isinstance(exc, Blocked | FetchFailed | QueryError):
+        payload = fetch_payload(exc, firecrawl=route == "/v2/scrape")
+        return ErrorAnswer(ERROR_STATUS[exc.code], payload, {})
+    rejected = rejection(exc, route=route)
+    payload = error_payload(rejected, route=route)
+    return ErrorAnswer(rejected.status, payload, error_headers(rejected, route=route))
+
+
+def rejection(exc: Exception, *, route: str) -> Rejected:
+    """Return the error answer of an exception: its status, label and sentence."""
+    if isinstance(exc, Rejected):
+        return exc
+    if isinstance(exc, wire.BadHead):
+        return Rejected(exc.status, exc.error, exc.details)
+    if isinstance(exc, QueryError):
+        return Rejected(ERROR_STATUS[exc.code], exc.code, exc.reason)
+    if isinstance(exc, NoResultsError):
+        status = ERROR_STATUS[exc.code]
+        return Rejected(status, exc.code, exc.reason, warnings=exc.warnings)
+    # Anything else is ours: logged by type only (its text may carry an upstream's words).
+    log.error("internal error on %s: %s", route, type(exc).__name__)
+    return Rejected(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error")
+
+
 def error_payload(exc: Rejected, *, route: str) -> dict[str, object]:
     """Return the JSON body of an error answer, Firecrawl's shape on every `/v2/` path.
 
@@ -233,7 +285,28 @@ def error_payload(exc: Rejected, *, route: str) -> dict[str, object]:
         payload = {"error": exc.error, "details": exc.details or wire.details_for(exc.status)}
         if exc.warnings is not None:
             payload["warnings"] = exc.warnings
-    return {"success": False, **payload} if route.startswith("/v2/") else payload
+    return _in_dialect(payload, firecrawl=route.startswith("/v2/"))
+
+
+def fetch_payload(exc: Blocked | FetchFailed | QueryError, *, firecrawl: bool) -> dict[str, object]:
+    """Return the body answering a fetch that ended in `exc`, by its code (fetch.md §4.2).
+
+    A challenge page (a 403: the SDK's "website not supported") carries the site's own status.
+    """
+    # A failed fetch says the step (its kind), never the text of what failed there.
+    error = f"fetch failed: {exc.kind}" if isinstance(exc, FetchFailed) else str(exc)
+    details = FETCH_DETAILS.get(exc.code) or wire.details_for(ERROR_STATUS[exc.code])
+    payload: dict[str, object] = {"error": error, "code": exc.code, "details": details}
+    if isinstance(exc, BlockedBySite):
+        if not firecrawl:
+            return {**payload, "status": exc.status}
+        metadata = {"statusCode": exc.status}
+        payload = {**payload, "metadata": metadata, "data": {"metadata": metadata}}
+    return _in_dialect(payload, firecrawl=firecrawl)
+
+
+def _in_dialect(payload: dict[str, object], *, firecrawl: bool) -> dict[str, object]:
+    return {"success": False, **payload} if firecrawl else payload
 
 
 def error_headers(exc: Rejected, *, route: str) -> dict[str, str]:

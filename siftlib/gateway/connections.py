@@ -21,13 +21,23 @@ import socket
 import threading
 import time
 from contextlib import suppress
+from http import HTTPStatus
 from http.server import ThreadingHTTPServer
 from typing import Any, Protocol
 
-from siftlib.gateway import wire
+from siftlib.gateway import api, wire
 from siftlib.metrics import Metrics
 
 log = logging.getLogger("sift.http")
+# Shed on the accept thread before a request is read: the search routes' error, canned once,
+# Firecrawl's shape when the connection's first bytes ask for a `/v2/` path.
+_SHED = api.Rejected(
+    HTTPStatus.SERVICE_UNAVAILABLE,
+    "server busy, retry",
+    "the gateway holds as many connections as it serves at once; retry in a moment",
+)
+BUSY = wire.canned_answer(*api.error_answer(_SHED, route="/v1/search")[:2])
+BUSY_V2 = wire.canned_answer(*api.error_answer(_SHED, route="/v2/search")[:2])
 SHED_LOG_INTERVAL = 10.0
 
 
@@ -118,7 +128,7 @@ class ConnectionTable(ThreadingHTTPServer):
         self._shed(shed)
         try:
             request.settimeout(1.0)
-            request.sendall(wire.BUSY_V2 if _asks_v2(request) else wire.BUSY)
+            request.sendall(BUSY_V2 if _asks_v2(request) else BUSY)
         except OSError:
             pass
         self.shutdown_request(request)

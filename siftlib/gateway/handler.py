@@ -191,7 +191,7 @@ class Handler(BaseHTTPRequestHandler):
         except (AlreadyAnswered, HungUp):
             self.close_connection = True
         except Exception as exc:  # never a traceback body, never a 502
-            self.reject(routes.rejection(exc, route=self.route))
+            self.reject(exc)
         finally:
             server.request_finished()
 
@@ -224,20 +224,10 @@ class Handler(BaseHTTPRequestHandler):
         self._body_read = True
         return data
 
-    def reject(self, exc: Rejected) -> None:
-        route = self.route
-        headers = api.error_headers(exc, route=route)
-        self.send_json(exc.status, api.error_payload(exc, route=route), headers=headers)
-
-    def answer_late(self) -> None:
-        """Answer from the deadline thread while the work runs on (never blocks): 503 or 408."""
-        status, payload = routes.late_answer(self.route)
-        data = wire.encode_json(status, payload, {}, server=self.server_version, close=True)
-        self.server.metrics.inc("http_shed", reason="deadline")
-        self._count(status)
-        with suppress(OSError):
-            self.connection.send(data, socket.MSG_DONTWAIT)
-            self.connection.shutdown(socket.SHUT_WR)
+    def reject(self, exc: Exception) -> None:
+        """Answer an error, shaped by `api.error_answer` like every error answer."""
+        status, payload, headers = api.error_answer(exc, route=self.route)
+        self.send_json(status, payload, headers=headers)
 
     def send_json(
         self, status: HTTPStatus, payload: object, *, headers: Mapping[str, str] | None = None
@@ -273,16 +263,17 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(answer)
         if self.close_connection:
             self.server.release_connection(self.request, str(self.client_address[0]))
-        self._count(status)
+        self.count(status)
 
     def field(self, name: str) -> str | None:
         """Return the first value of a header field (its name lowercased), or None."""
         values = self.fields.get(name)
         return values[0] if values else None
 
-    def _count(self, status: HTTPStatus) -> None:
+    def count(self, status: HTTPStatus) -> None:
+        """Count an answer in `http_responses`, which has no caller label: restricted ones not."""
         if self.restricted_caller:
-            return  # `http_responses` has no caller label: a restricted caller's stay out of it
+            return
         self.server.metrics.inc(
             "http_responses", route=api.route_label(self.route), status=str(int(status))
         )
@@ -292,9 +283,8 @@ class Handler(BaseHTTPRequestHandler):
         status = HTTPStatus(code)
         self._body_read = False
         self.close_connection = True
-        rejected = Rejected(status, status.phrase.lower(), message)
         with suppress(OSError):
-            self.send_json(status, api.error_payload(rejected, route=self.route))
+            self.reject(Rejected(status, status.phrase.lower(), message))
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         if log.isEnabledFor(logging.DEBUG):

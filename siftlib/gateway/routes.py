@@ -1,26 +1,27 @@
-"""What each route does, in one table, and what each error becomes, in another.
+"""What each route does, in one table.
 
     routes.serve(handler, "POST", started)          # answers the request, or raises
-    handler.reject(routes.rejection(exc, route=r))  # any error as its status and sentence
+    handler.reject(exc)                             # any error, by `api.error_answer`
 
 A route's methods are the contract's (`api.ROUTES`); `ENDPOINTS` names the function serving
 it and whether it needs a caller token (only `/healthz` does not). In open mode every request
 passes `check_local_origin` first. Searches and fetches run in the server's slots
-(`GatewayServer.run_search`, `run_fetch`), the handler answering for them at their deadline.
-Errors map to statuses in `rejection` by the code each error carries (`api.ERROR_STATUS`),
-the same for both dialects: `api.error_payload` shapes the body (Firecrawl's `success: false`
-on `/v2/` paths). The fetch routes shape their own failures' bodies (`scrape.failure`, by the
-same table), since a refused or failed page is an answer with a body of its own (fetch.md §4.2).
+(`GatewayServer.run_search`, `run_fetch`), `answer_late` answering for them at their deadline
+from the deadline thread. A route raises its errors; the handler answers each through
+`api.error_answer`, the one place error bodies are shaped (status by the code each error
+carries, `api.ERROR_STATUS`, in both dialects).
 """
 
 from __future__ import annotations
 
-import logging
+import functools
+import socket
 from collections.abc import Callable
+from contextlib import suppress
 from http import HTTPStatus
 from typing import TYPE_CHECKING, NamedTuple
 
-from siftlib.errors import Blocked, FetchFailed, NoResultsError, QueryError
+from siftlib.errors import FetchFailed
 from siftlib.gateway import api, prometheus, wire
 from siftlib.gateway.api import Rejected
 from siftlib.metrics import visible_to
@@ -28,8 +29,6 @@ from siftlib.metrics import visible_to
 if TYPE_CHECKING:
     from siftlib.gateway.handler import Handler
     from siftlib.search.pipeline import SearchRequest, SearchResponse
-
-log = logging.getLogger("sift.http")
 
 
 def healthz(handler: Handler, caller: str, started: float) -> None:
@@ -80,21 +79,19 @@ def fetch(handler: Handler, caller: str, started: float) -> None:
 
     data = handler.read_bytes()
     firecrawl = handler.route == "/v2/scrape"
-    try:
-        if firecrawl:
-            fetcher = handler.server.fetcher
-            browser = fetcher is not None and fetcher.renderer is not None
-            asked = scrape.firecrawl_request_of(data, caller=caller, browser=browser)
-            request = asked.fetch
-        else:
-            request = scrape.native_request(api.decode_body(data), caller=caller)
-        result = handler.server.run_fetch(
-            request, started=started, on_expiry=handler.answer_late, connection=handler.connection
-        )
-    except (Blocked, FetchFailed, QueryError) as exc:
-        status, payload = scrape.failure(exc, firecrawl=firecrawl)
-        handler.send_json(HTTPStatus(status), payload)
-        return
+    if firecrawl:
+        fetcher = handler.server.fetcher
+        browser = fetcher is not None and fetcher.renderer is not None
+        asked = scrape.firecrawl_request_of(data, caller=caller, browser=browser)
+        request = asked.fetch
+    else:
+        request = scrape.native_request(api.decode_body(data), caller=caller)
+    result = handler.server.run_fetch(
+        request,
+        started=started,
+        on_expiry=functools.partial(answer_late, handler),
+        connection=handler.connection,
+    )
     answer = scrape.firecrawl_body(result, asked) if firecrawl else scrape.native_body(result)
     handler.send(HTTPStatus.OK, answer, "application/json")
 
@@ -102,7 +99,10 @@ def fetch(handler: Handler, caller: str, started: float) -> None:
 def run_search(handler: Handler, request: SearchRequest, started: float) -> SearchResponse:
     """Run a search in a slot; past its deadline the handler answers 503 at once."""
     return handler.server.run_search(
-        request, started=started, on_expiry=handler.answer_late, connection=handler.connection
+        request,
+        started=started,
+        on_expiry=functools.partial(answer_late, handler),
+        connection=handler.connection,
     )
 
 
@@ -166,28 +166,16 @@ def check_local_origin(handler: Handler, method: str) -> None:
         )
 
 
-def late_answer(route: str) -> tuple[HTTPStatus, dict[str, object]]:
-    """Return what a request past its deadline answers: a search 503, a fetch 408 `deadline`."""
+def answer_late(handler: Handler) -> None:
+    """Answer from the deadline thread while the work runs on (never blocks): 503 or 408."""
+    route = handler.route
+    late: Exception = Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded")
     if route in api.FETCH_ROUTES:
-        from siftlib.gateway.scrape import failure
-
-        code, payload = failure(FetchFailed("deadline"), firecrawl=route == "/v2/scrape")
-        return HTTPStatus(code), payload
-    rejected = Rejected(HTTPStatus.SERVICE_UNAVAILABLE, "search deadline exceeded")
-    return rejected.status, api.error_payload(rejected, route=route)
-
-
-def rejection(exc: Exception, *, route: str) -> Rejected:
-    """Return the error answer of an exception: its status, label and sentence."""
-    if isinstance(exc, Rejected):
-        return exc
-    if isinstance(exc, wire.BadHead):
-        return Rejected(exc.status, exc.error, exc.details)
-    if isinstance(exc, QueryError):
-        return Rejected(api.ERROR_STATUS[exc.code], exc.code, exc.reason)
-    if isinstance(exc, NoResultsError):
-        status = api.ERROR_STATUS[exc.code]
-        return Rejected(status, exc.code, exc.reason, warnings=exc.warnings)
-    # Anything else is ours: logged by type only (its text may carry an upstream's words).
-    log.error("internal error on %s: %s", route, type(exc).__name__)
-    return Rejected(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error")
+        late = FetchFailed("deadline")
+    status, payload, _ = api.error_answer(late, route=route)
+    data = wire.encode_json(status, payload, {}, server=handler.server_version, close=True)
+    handler.server.metrics.inc("http_shed", reason="deadline")
+    handler.count(status)
+    with suppress(OSError):
+        handler.connection.send(data, socket.MSG_DONTWAIT)
+        handler.connection.shutdown(socket.SHUT_WR)

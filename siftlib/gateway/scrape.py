@@ -3,9 +3,9 @@
     request = firecrawl_request(body, caller="agent")      # or raises QueryError
     status, payload = 200, firecrawl_answer(result, request)
     data = firecrawl_body(result, request)                  # the same answer, as bytes
-    status, payload = failure(exc, firecrawl=True)         # any fetch error → its answer
 
 No socket and no server here: the gateway decodes the JSON body, calls these, and writes.
+A fetch's errors are answered with the gateway's others (`api.error_answer`).
 
 Decisions the spec leaves open:
 - A challenge or block page (`siftlib.fetch.challenge`) is a 403 `blocked by the site`, the site's
@@ -46,12 +46,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from siftlib.errors import (
-    Blocked,
-    BlockedBySite,
-    FetchFailed,
     InvalidRequest,
     InvalidURL,
-    QueryError,
     UnsupportedOption,
 )
 from siftlib.fetch import filters
@@ -61,7 +57,6 @@ from siftlib.gateway.memo import EntryMemo
 
 __all__ = [
     "ScrapeRequest",
-    "failure",
     "firecrawl_answer",
     "firecrawl_body",
     "firecrawl_request",
@@ -70,15 +65,6 @@ __all__ = [
 ]
 
 NATIVE_FORMATS = ("markdown", "text", "html", "links")
-# An error body's `details` by its code: what the caller can do about it.
-_DETAILS = {
-    "blocked": "the fetch guard reads public addresses only; [fetch] allow opens one host:port",
-    "unsupported option": "this gateway serves the scrape options its docs list, no others",
-    "unsupported content type": "the page is of a content type fetch does not read",
-    "unsupported content": "the page's bytes are not in a format fetch reads",
-    "deadline": "the fetch ran past its deadline (fetch.timeout, or the request's timeout)",
-    "fetch failed": "the page could not be fetched; the error names the step that failed",
-}
 FIRECRAWL_FORMATS = {
     "markdown": "markdown",
     "html": "html",
@@ -331,33 +317,6 @@ def _firecrawl_answer(
     if result.warnings:
         answer["warning"] = "; ".join(result.warnings)
     return answer
-
-
-def failure(exc: Exception, *, firecrawl: bool) -> tuple[int, dict[str, Any]]:
-    """Return the status and body answering a fetch that ended in `exc`, by its code."""
-    if not isinstance(exc, Blocked | FetchFailed | QueryError):
-        raise exc
-    status = api.ERROR_STATUS[exc.code]
-    if isinstance(exc, BlockedBySite):
-        return status, _blocked_by_site(exc, firecrawl=firecrawl)
-    # A failed fetch says the step (its kind), never the text of what failed there.
-    error = f"fetch failed: {exc.kind}" if isinstance(exc, FetchFailed) else str(exc)
-    details = _DETAILS.get(exc.code) or wire.details_for(status)
-    payload: dict[str, Any] = {"error": error, "code": exc.code, "details": details}
-    return status, ({"success": False, **payload} if firecrawl else payload)
-
-
-def _blocked_by_site(exc: BlockedBySite, *, firecrawl: bool) -> dict[str, Any]:
-    """A challenge page (a 403: the SDK's "website not supported"), with the site's own status."""
-    payload: dict[str, Any] = {
-        "error": str(exc),
-        "code": exc.code,
-        "details": "the site answered with a challenge or block page, not the content",
-    }
-    if not firecrawl:
-        return {**payload, "status": exc.status}
-    metadata = {"statusCode": exc.status}
-    return {"success": False, **payload, "metadata": metadata, "data": {"metadata": metadata}}
 
 
 def _url(body: Mapping[str, Any]) -> str:

@@ -5,11 +5,11 @@
 
 A request passes through modules of one concept each: `connections` bounds the open
 connections, `handler` reads a request strictly and writes its answer in one write, `routes`
-says what each route does and what each error becomes, `wire` parses and builds the bytes,
-`api` and `scrape` turn bodies into requests and outcomes into the native or Firecrawl
-answers (pure functions), `watchdog` cuts what runs past its deadline and `hangup` notices a
-client gone. `GatewayServer` here owns the searcher, the fetcher, the callers, the slots and
-the deadlines.
+says what each route does, `wire` parses and builds the bytes, `api` and `scrape` turn
+bodies into requests and outcomes into the native or Firecrawl answers (pure functions;
+every error answer is `api.error_answer`'s), `watchdog` cuts what runs past its deadline
+and `hangup` notices a client gone. `GatewayServer` here owns the searcher, the fetcher, the
+callers, the slots and the deadlines.
 
 Built on the stdlib `ThreadingHTTPServer`, with the traps of that stack closed (search.md §3):
 - the listen backlog is 128, not 5; open connections are bounded (`connections`);

@@ -47,17 +47,10 @@ MAX_HEAD_BYTES = 16 * 1024
 _MAX_FIELDS = 100
 _JSON = json.JSONEncoder(ensure_ascii=False)  # one encoder for every answer, not one each
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_BUSY_HEAD = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+_CANNED_HEAD = (
+    b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\nConnection: close\r\n\r\n"
 )
-_BUSY_FIELDS = (
-    b'"error": "server busy, retry", "details": "the gateway holds as many connections as '
-    b'it serves at once; retry in a moment"}\n'
-)
-BUSY = _BUSY_HEAD % (len(_BUSY_FIELDS) + 1, b"{" + _BUSY_FIELDS)
-_BUSY_V2 = b'{"success": false, ' + _BUSY_FIELDS
-BUSY_V2 = _BUSY_HEAD % (len(_BUSY_V2), _BUSY_V2)  # Firecrawl's shape on /v2/
 
 
 HEAD_TOO_LARGE = f"the request head is over {MAX_HEAD_BYTES // 1024} KiB"
@@ -231,6 +224,12 @@ def encode_json(
         close=close,
         head_only=head_only,
     )
+
+
+def canned_answer(status: HTTPStatus, payload: object) -> bytes:
+    """Return a whole closing JSON answer with the fewest fields, built once and sent as is."""
+    body = json_body(payload)
+    return _CANNED_HEAD % (status, status.phrase.encode(), len(body)) + body
 
 
 def json_body(payload: object) -> bytes:
