@@ -254,6 +254,30 @@ def test_search_remote_maps_each_status_to_one_error(
         assert str(raised.value) == "invalid query: k must be an integer from 1 to 50"
 
 
+@pytest.mark.parametrize(
+    "sent",
+    [
+        QueryError.because("k must be an integer from 1 to 50"),
+        NoResultsError.because("every source failed", ["tavily: 429"]),
+    ],
+    ids=lambda exc: type(exc).__name__,
+)
+def test_search_remote_keeps_a_search_errors_reason_apart_from_its_label(
+    sent: QueryError | NoResultsError,
+) -> None:
+    status, payload, _ = error_answer(sent, route="/v1/search")
+    fake = FakeUpstream(json.dumps(payload).encode(), status=status)
+    try:
+        with pytest.raises(type(sent)) as raised:
+            search_remote(fake.url, "tok", "sqlite", k=3, timeout=10)
+    finally:
+        fake.close()
+    got = raised.value
+    assert (str(got), got.reason, got.code) == (str(sent), sent.reason, sent.code)
+    if isinstance(sent, NoResultsError):
+        assert isinstance(got, NoResultsError) and got.warnings == sent.warnings
+
+
 FETCH_FAILURES = [
     Blocked("address", "blocked: 127.0.0.1 is a loopback address"),
     UnsupportedContent("image/png"),

@@ -59,9 +59,11 @@ def search_remote(
     response = _post(url, "/v1/search", token, body, timeout=timeout, cancel=cancel)
     status = response.status_code
     if status in (400, 413):
-        raise QueryError(_reason(response, "invalid query"))
+        sentence, reason = _refusal(response, "invalid query")
+        raise QueryError(sentence, reason=reason)
     if status == 422:
-        raise NoResultsError(_reason(response, "no search results"), _warnings(response))
+        sentence, reason = _refusal(response, "no search results")
+        raise NoResultsError(sentence, _warnings(response), reason=reason)
     if status != 200:
         raise UnreachableError(f"the sift server at {url} answered {status}")
     try:
@@ -134,16 +136,19 @@ def _blocked_by_site(response: Any) -> bool:
     return isinstance(payload, dict) and payload.get("code") == BlockedBySite.code
 
 
-def _reason(response: Any, fallback: str) -> str:
-    """Return the server's error sentence: `error`, plus `details` when it has them."""
+def _refusal(response: Any, fallback: str) -> tuple[str, str | None]:
+    """Return the server's error sentence (`error`, plus `details`) and its reason (`details`).
+
+    The reason stays apart from the label, as the server's own error kept it (`because`).
+    """
     try:
         payload = response.json()
     except ValueError:
-        return fallback
+        return fallback, None
     if not isinstance(payload, dict) or not isinstance(payload.get("error"), str):
-        return fallback
-    details = payload.get("details")
-    return f"{payload['error']}: {details}" if isinstance(details, str) else payload["error"]
+        return fallback, None
+    error, details = payload["error"], payload.get("details")
+    return (f"{error}: {details}", details) if isinstance(details, str) else (error, None)
 
 
 def _warnings(response: Any) -> list[str]:
