@@ -414,6 +414,40 @@ def worker_pids(pool: WorkerPool) -> set[int]:
     return {pool.run(eval, b"__import__('os').getpid()", deadline=time.monotonic() + 30)}
 
 
+def test_the_first_fetch_starts_the_workers() -> None:
+    """A pool nothing started converts the first fetch; the workers it starts stay bounded."""
+    with (
+        WorkerPool(2, preload=("siftlib.fetch.convert",)) as pool,
+        PageServer({"/": page(b"<p>first fetch of a cold pool</p>")}) as site,
+        Fetcher(FetchConfig(allow=(site.allow,)), pool=pool) as fetch,
+    ):
+        assert pool._started == 0
+        result = fetch.fetch(FetchRequest(url=site.url + "/", main_content=False))
+        assert "first fetch of a cold pool" in result.content
+        assert 1 <= pool._started <= 2
+
+
+def test_fetches_racing_for_the_shared_pool_open_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from siftlib.fetch import conversion
+
+    monkeypatch.setattr(conversion, "_POOL", None)
+    go = threading.Barrier(8)
+    pools: list[WorkerPool] = []
+
+    def first() -> None:
+        go.wait()
+        pools.append(conversion.conversion_pool())
+
+    threads = [threading.Thread(target=first) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(pools) == 8 and len({id(pool) for pool in pools}) == 1
+    assert pools[0]._started == 0  # asking for the pool starts no worker
+    pools[0].close()
+
+
 def test_the_deadline_covers_the_conversion_and_stops_it() -> None:
     """A page that costs seconds to convert ends at the fetch's deadline, its worker killed."""
     with (

@@ -307,6 +307,7 @@ def test_serve_opens_a_fetcher_only_when_fetch_is_enabled(tmp_path: Path) -> Non
 
 
 def test_a_gateway_exiting_early_stops_its_starting_conversion_workers(tmp_path: Path) -> None:
+    """No worker starts with the gateway; the ones a first fetch starts end with the process."""
     import subprocess
     import sys
 
@@ -316,17 +317,21 @@ import sys
 from siftlib.backend import LocalBackend
 from siftlib.commands import serve
 from siftlib.config import Secrets, load_config
-from siftlib.fetch.fetcher import conversion_pool
+from siftlib.fetch import conversion
 
 serve.open_fetcher(
     LocalBackend.over(load_config({str(tmp_path / "config.toml")!r}), Secrets({{}}, environ={{}}))
 )
-print(" ".join(str(w.process.pid) for w in conversion_pool()._idle))
+print(conversion._POOL is None)
+conversion.conversion_pool().start()  # what fetches start
+print(" ".join(str(w.process.pid) for w in conversion.conversion_pool()._idle))
 sys.exit(0)
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=30)
     assert (done.returncode, done.stderr) == (0, b"")
-    pids = [int(pid) for pid in done.stdout.split()]
+    unstarted, _, started = done.stdout.partition(b"\n")
+    assert unstarted == b"True"  # open_fetcher started no worker
+    pids = [int(pid) for pid in started.split()]
     assert pids  # the workers were starting
     for pid in pids:
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()

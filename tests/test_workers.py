@@ -109,3 +109,37 @@ def test_close_stops_the_workers() -> None:
     assert not any(alive(pid) for pid in pids)
     with pytest.raises(WorkFailed, match="closed"):
         pool.run(len, b"x", deadline=soon())
+
+
+def test_no_worker_starts_before_the_first_call() -> None:
+    pool = WorkerPool(2)
+    assert pool._started == 0 and pool._idle == []
+    pool.close()  # a pool that never started closes as a no-op
+    pool.close()
+    assert pool._started == 0
+    with pytest.raises(WorkFailed, match="closed"):
+        pool.run(len, b"x", deadline=soon())
+    pool.start()
+    assert pool._started == 0  # closed: start() starts nothing
+
+
+def test_calls_racing_the_first_start_stay_within_the_pool_size() -> None:
+    with WorkerPool(1) as pool:
+        go = threading.Barrier(9)
+        pids: list[int] = []
+
+        def first_call() -> None:
+            go.wait()
+            pids.append(pool.run(eval, PID, deadline=soon()))
+
+        def first_start() -> None:
+            go.wait()
+            pool.start()
+
+        threads = [threading.Thread(target=first_call) for _ in range(8)]
+        threads.append(threading.Thread(target=first_start))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(pids) == 8 and len(set(pids)) == 1  # one worker served them all

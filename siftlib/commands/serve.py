@@ -244,16 +244,14 @@ def request_limits(config: Config) -> dict[str, Any]:
 
 
 def open_fetcher(backend: LocalBackend) -> Fetcher | None:
-    """Return the gateway's fetcher (None when `[fetch] enabled = false`), its workers starting.
+    """Return the gateway's fetcher (None when `[fetch] enabled = false`); no worker starts yet.
 
-    The conversion workers import lxml and trafilatura as they start (~1 s each): now, so
-    the first fetches find them ready.
+    The conversion workers (~1 s of CPU each for lxml and trafilatura) start with the first
+    fetch, their imports running while its page is read: a gateway that only searches never
+    pays for them (docs: page reading, conversion inside a budget).
     """
     if not backend.config.fetch.enabled:
         return None
-    from siftlib.fetch.fetcher import conversion_pool
-
-    conversion_pool().start()
     return backend.fetcher()
 
 
