@@ -82,8 +82,7 @@ class Ledger:
         self._slots: dict[Slot, Account] = {}
         self._down = False
         self._back_at = float("-inf")
-        self._closed = threading.Event()
-        self._prober: threading.Thread | None = None
+        self._prober = _Prober(self)
 
     def reserve(self, source: str, *, day: str, cap: int, credits: int = 1) -> Reservation | None:
         """Reserve credits of a paid source before calling it; None at the cap. Never raises."""
@@ -159,7 +158,7 @@ class Ledger:
             self._give_back(slot)
         for slot in self._owing():
             self._hand_over(slot)
-        self._closed.set()
+        self._prober.closed.set()
 
     # The counter and the fallback.
 
@@ -203,7 +202,7 @@ class Ledger:
             state.floor = Floor(max(known, total), epoch)
             state.lease += leased
             if leased:
-                self._start_prober()  # it gives the lease back once this slot goes idle
+                self._prober.start()  # it gives the lease back once this slot goes idle
         self._answered()
         return granted
 
@@ -327,14 +326,6 @@ class Ledger:
     def _failed(self, exc: Unavailable) -> None:
         with self._lock:
             self._down = self._down or exc.outage
-            self._start_prober()
-
-    def _start_prober(self) -> None:
-        """Start the prober unless it runs (call under the lock)."""
-        if self._prober is None and not self._closed.is_set():
-            self._prober = threading.Thread(
-                target=self._probe, name="sift-ledger-prober", daemon=True
-            )
             self._prober.start()
 
     def _answered(self) -> None:
@@ -346,27 +337,44 @@ class Ledger:
                     for state in self._slots.values():
                         state.resend_floor = state.floor.total > 0
 
-    def _probe(self) -> None:
-        """Until the counter answers and nothing is owed or leased, hand over, give idle
-        leases back, or probe, now and then."""
-        while not self._closed.wait(PROBE_EVERY) and not self._counter.lasting:
-            for slot in self._leased(idle_for=LEASE_WINDOW):
-                self._give_back(slot)
-            owing = self._owing()
+
+class _Prober:
+    """The thread a ledger runs while anything is owed or leased, or the counter is down."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._thread: threading.Thread | None = None
+        self.closed = threading.Event()
+
+    def start(self) -> None:
+        """Start the thread unless it runs (call under the ledger's lock)."""
+        if self._thread is None and not self.closed.is_set():
+            self._thread = threading.Thread(
+                target=self._run, name="sift-ledger-prober", daemon=True
+            )
+            self._thread.start()
+
+    def _run(self) -> None:
+        """Every `PROBE_EVERY`: give idle leases back, hand over what is owed, or probe."""
+        ledger = self._ledger
+        while not self.closed.wait(PROBE_EVERY) and not ledger._counter.lasting:
+            for slot in ledger._leased(idle_for=LEASE_WINDOW):
+                ledger._give_back(slot)
+            owing = ledger._owing()
             for slot in owing:
-                self._hand_over(slot)
-            if not owing and self._down:
+                ledger._hand_over(slot)
+            if not owing and ledger._down:
                 try:
-                    self._counter.probe()
+                    ledger._counter.probe()
                 except Unavailable:
                     continue
-                self._answered()
-            with self._lock:  # under the lock `_failed` takes: a fault after this starts anew
-                if not self._down and not any(s.owing or s.lease for s in self._slots.values()):
-                    self._prober = None
+                ledger._answered()
+            with ledger._lock:  # under the lock `_failed` takes: a fault after this starts anew
+                if not ledger._down and not any(s.owing or s.lease for s in ledger._slots.values()):
+                    self._thread = None
                     return
-        with self._lock:
-            self._prober = None
+        with ledger._lock:
+            self._thread = None
 
 
 class LedgerCaps:
