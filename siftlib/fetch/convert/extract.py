@@ -76,7 +76,8 @@ _SHORT_PAGE = 1000  # characters (about 200 words): a pass that drops such a pag
 # loses it all
 
 
-_FULLER_SHARE = {"forum": 0.1, "product": 0.5, "collection": 0.6, "listing": 0.6, "service": 0.6}
+# A listing, a collection or a service page: the fuller pass whenever trafilatura keeps less.
+_FULLER_SHARE = {"forum": 0.1, "product": 0.5, "collection": 1.0, "listing": 1.0, "service": 1.0}
 
 
 # The extractor's passages of at least this many characters are kept in the fuller pass
