@@ -281,8 +281,7 @@ class Handler(BaseHTTPRequestHandler):
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """Answer a request the parser refused, in our JSON shape."""
         status = HTTPStatus(code)
-        self._body_read = False
-        self.close_connection = True
+        self._body_read, self.close_connection = False, True  # its body is never read
         with suppress(OSError):
             self.reject(Rejected(status, status.phrase.lower(), message))
 
