@@ -77,7 +77,7 @@ _SHORT_PAGE = 1000  # characters (about 200 words): a pass that drops such a pag
 
 
 # A listing, a collection or a service page: the fuller pass whenever trafilatura keeps less.
-_FULLER_SHARE = {"forum": 0.1, "product": 0.5, "collection": 1.0, "listing": 1.0, "service": 1.0}
+_FULLER_SHARE = {"forum": 0.1, "collection": 1.0, "listing": 1.0, "service": 1.0}
 
 
 # The extractor's passages of at least this many characters are kept in the fuller pass
