@@ -15,7 +15,10 @@ catalog scales it. Each query
 term is matched by its own stem (weight 1) and by the stems of the other terms of every
 vocabulary concept it belongs to (`SYNONYM_WEIGHT`, below 1 so the literal word outranks its
 synonym). Per skill, a query term counts once, by its best match, so a concept with many terms
-does not outvote the query's other terms. Each skill also gets a coverage: the share of the
+does not outvote the query's other terms. A query word that abbreviates a hyphenated skill
+name by a prefix of each of its words ("asan": address-sanitizer, `spelled_out`) is read with
+the name's words after it, when neither the catalog nor a vocabulary knows it as a word. Each
+skill also gets a coverage: the share of the
 query's information (its terms weighed by their IDF, a term the catalog never uses weighing
 most) that the skill matches, at the match's weight.
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 import heapq
 import math
 import operator
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -49,7 +53,16 @@ from typing import NamedTuple
 from siftlib.skills.catalog import Catalog, Skill
 from siftlib.skills.meaning import MeaningIndex, table
 from siftlib.skills.memo import PerCatalog
-from siftlib.skills.text import MAKING, WORD, purpose, stem, terms, topic_words, words
+from siftlib.skills.text import (
+    MAKING,
+    WORD,
+    abbreviates,
+    purpose,
+    stem,
+    terms,
+    topic_words,
+    words,
+)
 from siftlib.skills.vocabulary import concepts
 
 K1 = 1.2
@@ -61,6 +74,8 @@ COVERAGE_WEIGHT = 0.5
 STEADY_WEIGHT = 0.5
 TOPIC_WEIGHT = 0.5
 MAX_LEFT_OUT = 32
+MIN_ABBREVIATION = 3
+MAX_ABBREVIATION = 12
 
 
 class Scored(NamedTuple):
@@ -121,6 +136,8 @@ class RelevanceIndex:
     postings: dict[str, dict[int, float]]
     idf: dict[str, float]
     meaning: MeaningIndex
+    # first letter -> the words of each hyphenated name opening with it
+    initials: dict[str, list[tuple[str, ...]]]
 
     @classmethod
     def of(cls, catalog: Catalog) -> RelevanceIndex:
@@ -159,12 +176,44 @@ class RelevanceIndex:
         meaning = MeaningIndex.build(
             [f"{skill.name.replace('-', ' ')} {purpose(skill.description)}" for skill in skills]
         )
-        return cls(size, _names(skills), dict(frequencies), idf, meaning)
+        initials: dict[str, list[tuple[str, ...]]] = defaultdict(list)
+        for skill in skills:
+            parts = tuple(WORD.findall(skill.name.lower()))
+            if len(parts) > 1:
+                initials[parts[0][0]].append(parts)
+        return cls(size, _names(skills), dict(frequencies), idf, meaning, dict(initials))
+
+    def spelled_out(self, query: str) -> str:
+        """Return `query` with each word that abbreviates a skill's hyphenated name ("turn on
+        asan" -> address-sanitizer) followed by the name's words; only a word that neither the
+        catalog, the reviewed vocabulary ("ssh") nor the word-piece vocabulary as a whole word
+        ("loan" is no log-analysis) knows."""
+        pieces = table().rows
+
+        def spell(match: re.Match[str]) -> str:
+            word = match.group().lower()
+            if (
+                not MIN_ABBREVIATION <= len(word) <= MAX_ABBREVIATION
+                or not word.isalpha()
+                or word in pieces
+                or stem(word) in self.idf
+                or related(stem(word))
+            ):
+                return match.group()
+            names = [
+                " ".join(parts)
+                for parts in self.initials.get(word[0], ())
+                if abbreviates(word, parts)
+            ]
+            return " ".join([match.group(), *names])
+
+        return WORD.sub(spell, query)
 
     def score(self, query: str) -> Relevance:
         """Return every skill's score and confidence for `query`."""
         # What a requested thing is about ranks at half weight; the confidence that a skill
         # fits still weighs the whole request ("make a poster for our PDF workshop").
+        query = self.spelled_out(query)
         aside = topic_words(query)
         lexical, coverage, synonyms, named = self.lexical(query, aside)
         confidence = self.meaning.cosines(query)
@@ -239,7 +288,7 @@ class RelevanceIndex:
 
     def steadiness(self, query: str, relevance: Relevance) -> Steadiness:
         """Return how each skill's confidence for `query` holds with one term left out."""
-        return Steadiness(self, query, relevance)
+        return Steadiness(self, self.spelled_out(query), relevance)
 
     def rank(self, query: str) -> list[Scored]:
         """Return every skill, best first for `query`, ties by catalog position."""

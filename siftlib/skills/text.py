@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Protocol
 
@@ -115,6 +116,19 @@ def topic_words(query: str) -> frozenset[str]:
                 (topic if inside else head).add(word)
                 said = True
     return frozenset(topic - head)
+
+
+def abbreviates(word: str, name: Sequence[str]) -> bool:
+    """Return whether `word` spells the words of `name` in order, each by a prefix of it, as
+    people shorten hyphenated names: "tdd" (test-driven-development), "asan" (address-sanitizer).
+    """
+    if not name:
+        return not word
+    head = name[0]
+    return any(
+        word[:length] == head[:length] and abbreviates(word[length:], name[1:])
+        for length in range(min(len(word) - len(name) + 1, len(head)), 0, -1)
+    )
 
 
 def words(text: str) -> list[str]:
