@@ -11,11 +11,23 @@ from typing import Any
 
 import pytest
 
+from siftlib.skills.catalog import Catalog, Skill
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 from skill_folders import write_catalog  # noqa: E402  (tools/ is no package)
 
 MARKER = "BODY-MARKER-never-read-by-search"
+
+
+def catalog_of(*skills: tuple[str, str]) -> Catalog:
+    """Build an in-memory catalog of `(name, description)` pairs, in the order given."""
+    return Catalog(
+        skills=tuple(
+            Skill(name, description, Path(f"/s/{name}/SKILL.md"), Path(f"/s/{name}"))
+            for name, description in skills
+        )
+    )
 
 
 @pytest.fixture

@@ -9,23 +9,13 @@ from pathlib import Path
 import pytest
 
 from siftlib.errors import ToolError
-from siftlib.skills.catalog import Catalog, Skill, discover
+from siftlib.skills.catalog import Catalog, discover
 from siftlib.skills.keyword import keyword_search
 from siftlib.skills.local import MIN_CONFIDENCE, local_search
 from siftlib.skills.relevance import MAX_LEFT_OUT, RelevanceIndex
 from siftlib.skills.text import STOP_WORDS, WORD, stem, terms
 
-from .conftest import MARKER
-
-
-def catalog_of(*skills: tuple[str, str]) -> Catalog:
-    return Catalog(
-        skills=tuple(
-            Skill(name, description, Path(f"/s/{name}/SKILL.md"), Path(f"/s/{name}"))
-            for name, description in skills
-        )
-    )
-
+from .conftest import MARKER, catalog_of
 
 CATALOG = catalog_of(
     ("docx", "Create, read and edit Word documents (.docx): tables, headings, comments."),

@@ -4,23 +4,15 @@ fusion with the word-piece embeddings."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
-from siftlib.skills.catalog import Catalog, Skill
+from siftlib.skills.catalog import Catalog
 from siftlib.skills.relevance import LEXICAL_WEIGHT, SYNONYM_WEIGHT, RelevanceIndex, related
 from siftlib.skills.text import purpose, stem, terms, topic_words
 from siftlib.skills.vocabulary import concepts
 
-
-def catalog_of(*skills: tuple[str, str]) -> Catalog:
-    return Catalog(
-        skills=tuple(
-            Skill(name, description, Path(f"/s/{name}/SKILL.md"), Path(f"/s/{name}"))
-            for name, description in skills
-        )
-    )
+from .conftest import catalog_of
 
 
 def lexical(catalog: Catalog, query: str) -> list[tuple[str, float]]:

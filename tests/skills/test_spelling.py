@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from siftlib.skills.catalog import Catalog, Skill
+from siftlib.skills.catalog import Catalog
 from siftlib.skills.relevance import MAX_ABBREVIATION, RelevanceIndex
 from siftlib.skills.text import abbreviates, terms
 
-
-def catalog_of(*skills: tuple[str, str]) -> Catalog:
-    return Catalog(
-        skills=tuple(
-            Skill(name, description, Path(f"/s/{name}/SKILL.md"), Path(f"/s/{name}"))
-            for name, description in skills
-        )
-    )
-
+from .conftest import catalog_of
 
 FUZZING = catalog_of(
     ("address-sanitizer", "Detects memory errors while fuzzing C code."),
