@@ -15,7 +15,9 @@ catalog scales it. Each query
 term is matched by its own stem (weight 1) and by the stems of the other terms of every
 vocabulary concept it belongs to (`SYNONYM_WEIGHT`, below 1 so the literal word outranks its
 synonym). Per skill, a query term counts once, by its best match, so a concept with many terms
-does not outvote the query's other terms. A query word that abbreviates a hyphenated skill
+does not outvote the query's other terms. A hyphenated or slashed compound also counts
+written joined ("use-after-free": "useafterfree", as the vocabulary spells it), which stands in
+for a query word only in a skill lacking that word. A query word that abbreviates a hyphenated skill
 name by a prefix of each of its words ("asan": address-sanitizer, `spelled_out`) is read with
 the name's words after it, when neither the catalog nor a vocabulary knows it as a word. Each
 skill also gets a coverage: the share of the
@@ -57,6 +59,7 @@ from siftlib.skills.text import (
     MAKING,
     WORD,
     abbreviates,
+    compounds,
     purpose,
     stem,
     terms,
@@ -136,6 +139,7 @@ class RelevanceIndex:
     postings: dict[str, dict[int, float]]
     idf: dict[str, float]
     meaning: MeaningIndex
+    joined: frozenset[str]  # the stems of hyphenated or slashed compounds written joined
     # first letter -> the words of each hyphenated name opening with it
     initials: dict[str, list[tuple[str, ...]]]
 
@@ -152,6 +156,7 @@ class RelevanceIndex:
         average = sum(map(len, description_terms)) / len(skills) if skills else 1.0
         average_name = sum(map(len, name_terms)) / len(skills) if skills else 1.0
         frequencies: dict[str, dict[int, float]] = defaultdict(dict)
+        joined: set[str] = set()
         for position, (in_name, in_description) in enumerate(
             zip(name_terms, description_terms, strict=True)
         ):
@@ -163,6 +168,14 @@ class RelevanceIndex:
             # of semgrep-rule-creator than of semgrep-rule-variant-creator.
             name_step = NAME_WEIGHT / (1 - B + B * len(in_name) / (average_name or 1.0))
             for term in in_name:
+                weighted[term] = weighted.get(term, 0.0) + name_step
+            # A compound counts joined too, at its field's step, without lengthening the field.
+            description_compounds = compounds(purpose(skills[position].description))
+            name_compounds = compounds(skills[position].name)
+            joined.update(description_compounds, name_compounds)
+            for term in description_compounds:
+                weighted[term] = weighted.get(term, 0.0) + step
+            for term in name_compounds:
                 weighted[term] = weighted.get(term, 0.0) + name_step
             for term, frequency in weighted.items():
                 frequencies[term][position] = frequency * (K1 + 1) / (frequency + K1)
@@ -181,7 +194,9 @@ class RelevanceIndex:
             parts = tuple(WORD.findall(skill.name.lower()))
             if len(parts) > 1:
                 initials[parts[0][0]].append(parts)
-        return cls(size, _names(skills), dict(frequencies), idf, meaning, dict(initials))
+        return cls(
+            size, _names(skills), dict(frequencies), idf, meaning, frozenset(joined), dict(initials)
+        )
 
     def spelled_out(self, query: str) -> str:
         """Return `query` with each word that abbreviates a skill's hyphenated name ("turn on
@@ -247,6 +262,10 @@ class RelevanceIndex:
             literal = postings.get(term, {})
             for other in sorted(related(term)):
                 for position, value in postings.get(other, {}).items():
+                    # A compound written joined stands in for a word the skill lacks, never
+                    # beside the word it has ("plan" is no more "multi-step" in writing-plans).
+                    if position in literal and other in self.joined:
+                        continue
                     value *= SYNONYM_WEIGHT
                     if value > best.get(position, 0.0):
                         best[position] = value

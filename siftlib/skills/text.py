@@ -118,6 +118,25 @@ def topic_words(query: str) -> frozenset[str]:
     return frozenset(topic - head)
 
 
+# A compound written with hyphens or slashes ("use-after-free", "red/green/refactor").
+_COMPOUND = re.compile(r"[^\W_]+(?:[-/][^\W_]+)+")
+_JOINER = re.compile(r"[-/]")
+
+
+def compounds(text: str) -> list[str]:
+    """Return the stems of the hyphenated or slashed compounds of `text` written joined, whole
+    and by each adjacent pair ("test-driven-development": "testdrivendevelop", "testdriven",
+    "drivendevelop"), as the vocabulary and many writers spell them ("useafterfree")."""
+    joined: list[str] = []
+    for compound in _COMPOUND.findall(text.lower()):
+        parts = _JOINER.split(compound)
+        spans = [parts]
+        if len(parts) > 2:
+            spans += [parts[i : i + 2] for i in range(len(parts) - 1)]
+        joined += [stem("".join(span)) for span in spans]
+    return joined
+
+
 def abbreviates(word: str, name: Sequence[str]) -> bool:
     """Return whether `word` spells the words of `name` in order, each by a prefix of it, as
     people shorten hyphenated names: "tdd" (test-driven-development), "asan" (address-sanitizer).

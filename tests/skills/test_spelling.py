@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from siftlib.skills.catalog import Catalog
-from siftlib.skills.relevance import MAX_ABBREVIATION, RelevanceIndex
-from siftlib.skills.text import abbreviates, terms
+from siftlib.skills.relevance import MAX_ABBREVIATION, RelevanceIndex, related
+from siftlib.skills.text import abbreviates, compounds, stem, terms
 
 from .conftest import catalog_of
 
@@ -61,3 +61,45 @@ def test_hyphenated_slashed_and_spaced_compounds_are_the_same_terms() -> None:
 def test_code_tokens_are_their_words() -> None:
     assert terms("flag every eval() call") == terms("flag every eval call")
     assert terms("call os.system() or __import__") == terms("call os system or import")
+
+
+def test_compounds_are_also_indexed_joined_whole_and_by_adjacent_pairs() -> None:
+    assert compounds("red/green/refactor, use-after-free") == [
+        "redgreenrefactor",
+        "redgreen",
+        "greenrefactor",
+        stem("useafterfree"),
+        stem("useafter"),
+        stem("afterfree"),
+    ]
+    assert compounds("test-driven") == ["testdriven"]
+    assert compounds("a plain sentence") == []
+
+
+def test_a_joined_compound_of_the_vocabulary_matches_the_hyphenated_skill() -> None:
+    # The vocabulary writes "testdriven" beside "red", "green" and "refactor".
+    catalog = catalog_of(
+        ("test-driven-development", "Use when implementing any feature, before the code."),
+        ("endpoint-design", "Design new REST endpoints: routes, status codes, versions."),
+    )
+    index = RelevanceIndex.of(catalog)
+    assert "testdriven" in index.joined
+    tdd = [skill.name for skill in catalog.skills].index("test-driven-development")
+    _, coverage, synonyms, _ = index.lexical("red green refactor")
+    assert synonyms[tdd] and coverage[tdd] > 0  # the spaced name words alone share nothing
+
+
+def test_a_joined_compound_never_stands_in_beside_the_word_the_skill_has() -> None:
+    # "overflow" and "useafterfree" share a vocabulary concept; code-checker says "overflow"
+    # itself, so its rarer compound must not lift that common word's weight.
+    catalog = catalog_of(
+        ("code-checker", "Finds an overflow or a use-after-free."),
+        ("overflow-guard", "Guards against overflow."),
+        ("overflow-report", "Reports an overflow."),
+        ("other", "Something else."),
+    )
+    index = RelevanceIndex.of(catalog)
+    assert stem("useafterfree") in related("overflow") and stem("useafterfree") in index.joined
+    checker = [skill.name for skill in catalog.skills].index("code-checker")
+    scores, _, _, _ = index.lexical("overflow")
+    assert scores[checker] == index.postings["overflow"][checker]
