@@ -110,11 +110,8 @@ _ANCHOR = 100
 _ANCHOR_SHARE = 0.6
 
 
-_WORDS = re.compile(r"\w+")
-
-
 _LAST_WORD = re.compile(r"\w+\Z")
-_FIRST_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"\w+")
 
 
 def main(
@@ -244,7 +241,7 @@ class _SourceText:
         if not (before[-1:].isalnum() and after[:1].isalnum()):
             return False
         left = _LAST_WORD.search(before[-80:])
-        right = _FIRST_WORD.match(after)
+        right = _WORD.match(after)
         if left is None or right is None:
             return False
         if not self.text:
@@ -299,10 +296,10 @@ def _as_html(body: Any, base: str, source: _SourceText) -> Any:
 
 def _holds(extracted: Any, anchor: str) -> bool:
     """Tell whether an extraction holds most of the words of an anchor text of some length."""
-    wanted = Counter(_WORDS.findall(anchor.lower()))
     if len(anchor) < _ANCHOR:
         return False
-    found = Counter(_WORDS.findall(text_of(extracted).lower()))
+    wanted = Counter(_WORD.findall(anchor.lower()))
+    found = Counter(_WORD.findall(text_of(extracted).lower()))
     return sum((wanted & found).values()) >= _ANCHOR_SHARE * sum(wanted.values())
 
 
@@ -366,7 +363,7 @@ def own_main(part: Any, passages: list[str]) -> Any:
 
 def _mostly(element: Any, passages: list[str]) -> bool:
     """Tell whether at least half of an element's text is made of `passages`."""
-    text = " ".join(text_of(element).split())
+    text = _folded(element)
     if len(text) < _PASSAGE:
         return False
     return 2 * sum(len(p) for p in passages if p in text) >= len(text)
