@@ -151,8 +151,9 @@ class RelevanceIndex:
     @classmethod
     def build(cls, skills: Sequence[Skill]) -> RelevanceIndex:
         """Index the names and descriptions of `skills` (bodies are never read)."""
+        purposes = [purpose(skill.description) for skill in skills]
         name_terms = [terms(skill.name.replace("-", " ")) for skill in skills]
-        description_terms = [terms(purpose(skill.description)) for skill in skills]
+        description_terms = [terms(text) for text in purposes]
         average = sum(map(len, description_terms)) / len(skills) if skills else 1.0
         average_name = sum(map(len, name_terms)) / len(skills) if skills else 1.0
         frequencies: dict[str, dict[int, float]] = defaultdict(dict)
@@ -170,7 +171,7 @@ class RelevanceIndex:
             for term in in_name:
                 weighted[term] = weighted.get(term, 0.0) + name_step
             # A compound counts joined too, at its field's step, without lengthening the field.
-            description_compounds = compounds(purpose(skills[position].description))
+            description_compounds = compounds(purposes[position])
             name_compounds = compounds(skills[position].name)
             joined.update(description_compounds, name_compounds)
             for term in description_compounds:
@@ -187,7 +188,10 @@ class RelevanceIndex:
             for position in docs:
                 docs[position] *= weight
         meaning = MeaningIndex.build(
-            [f"{skill.name.replace('-', ' ')} {purpose(skill.description)}" for skill in skills]
+            [
+                f"{skill.name.replace('-', ' ')} {text}"
+                for skill, text in zip(skills, purposes, strict=True)
+            ]
         )
         initials: dict[str, list[tuple[str, ...]]] = defaultdict(list)
         for skill in skills:
