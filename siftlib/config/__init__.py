@@ -18,29 +18,25 @@ from siftlib.config.files import (
     read_toml,
     resolve_config_path,
 )
-from siftlib.config.secrets import Secrets, load_secrets, parse_secret_env
+from siftlib.config.secrets import Secrets, load_secrets
 from siftlib.config.settings import (
     PAID_SOURCES,
     SOURCE_ORDER,
     BrowserConfig,
-    ClientConfig,
     Config,
     FetchConfig,
-    SourceConfig,
     load_client_config,
     load_config,
 )
-from siftlib.config.tables import parse_duration, parse_size
+from siftlib.config.tables import parse_duration
 
 __all__ = [
     "PAID_SOURCES",
     "SOURCE_ORDER",
     "BrowserConfig",
-    "ClientConfig",
     "Config",
     "FetchConfig",
     "Secrets",
-    "SourceConfig",
     "default_db",
     "default_secret_env",
     "load_client_config",
@@ -48,8 +44,6 @@ __all__ = [
     "load_secrets",
     "locate_config",
     "parse_duration",
-    "parse_secret_env",
-    "parse_size",
     "read_toml",
     "resolve_config_path",
 ]
