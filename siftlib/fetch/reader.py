@@ -54,8 +54,9 @@ import httpx
 from siftlib.errors import Blocked, Cancelled, FetchFailed, UnsupportedContent
 from siftlib.fetch.guard import Guard, Hop
 from siftlib.fetch.models import PDF_TYPE, Page
+from siftlib.net.deadline import CANCEL_POLL
 from siftlib.net.dial import Connector, pinned_transport
-from siftlib.net.wallclock import CANCEL_POLL, current_cancel, wall_clock
+from siftlib.net.wallclock import current_cancel, wall_clock
 
 if TYPE_CHECKING:
     from siftlib.config import FetchConfig

@@ -26,7 +26,7 @@ from httpcore._backends.sync import SyncStream
 from siftlib.errors import Cancelled
 from siftlib.net.deadline import CANCEL_POLL
 
-__all__ = ["CANCEL_POLL", "DeadlineStream", "current_cancel", "wall_clock"]
+__all__ = ["DeadlineStream", "current_cancel", "wall_clock"]
 
 _R = TypeVar("_R")
 
