@@ -30,7 +30,7 @@ def reopen(
     """Open handles on one store of the backend; each is another process or gateway on it.
 
     Redis reads for 0.5 s here, not 50 ms: the contract is the rules, and on a loaded machine
-    a late reply would book on the fallback ledger (`test_redis_store.py` tests that).
+    a late reply would be granted from the lease instead (`test_redis_store.py` tests that).
     """
     opened: list[Store] = []
     monkeypatch.setattr(redis_store, "READ_TIMEOUT", 0.5)

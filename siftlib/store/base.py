@@ -25,8 +25,9 @@ The protocol, for every backend and for the memory front that wraps them:
   source's total for `day` (UTC `YYYY-MM-DD`), atomically for every thread and process sharing
   the backend; None when that would pass `cap` (or `credits > cap`). `cap == 0` means no cap:
   the reservation holds nothing (`credits == 0`) and books nothing until it is settled. Never
-  raises: on a fault it is booked on this process's fallback ledger (`ledger == "memory"`,
-  `siftlib.store.ledger`).
+  raises: on a fault it is granted from this process's lease, credits the backend booked for
+  it beforehand (Redis), or booked on its fallback ledger (`ledger == "memory"`, SQLite); see
+  `siftlib.store.ledger`.
 - `settle(reservation, *, actual)`: replace the reservation by what the call cost, `actual`
   credits, booked even past the cap (they are spent). Never raises.
 - `release(reservation)`: give back a reservation whose call never went out. Never raises.
@@ -79,7 +80,8 @@ class Reservation(NamedTuple):
     """Credits held against a paid source's daily cap, and the ledger that holds them.
 
     `ledger` is `"shared"` for the backend every process sees (the SQLite file, a Redis
-    server) and `"memory"` for this process's fallback ledger during a fault.
+    server), a lease spent during a fault included, and `"memory"` for this process's fallback
+    ledger during a fault (a backend without leases).
     """
 
     source: str
