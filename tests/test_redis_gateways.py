@@ -160,7 +160,7 @@ def test_the_store_killed_under_load_then_restarted(
     assert metrics["store_up"] == {"kind=redis": 1}
     shared_redis.kill()
     before = len(tavily.calls)
-    assert before < cap  # the cap is not reached yet: what follows tests the local ledgers
+    assert before < cap  # the cap is not reached yet: what follows tests the leases
     # Keep going well past the kill: every search answers, uncached.
     wait_until(
         lambda: sum("store: unavailable" in a["warnings"] for a in answers) >= 60,

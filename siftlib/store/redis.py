@@ -246,8 +246,8 @@ class RedisStore(LedgerCaps):
                 return
             self._problem = problem
         log.warning(
-            "store: %s at %s; searches are served uncached and caps kept on a local ledger "
-            "until it is back",
+            "store: %s at %s; searches are served uncached and paid sources spend only this "
+            "gateway's lease until it is back",
             problem,
             self.where,
         )
