@@ -36,7 +36,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from urllib.parse import urlsplit
 
 from siftlib.errors import Blocked, FetchFailed, QueryError
 from siftlib.fetch.browser.heads import (
@@ -77,12 +76,10 @@ def refusal_of(refusals: list[Refusal], url: str, *, failed: bool) -> Refusal | 
     A plain request is matched by its URL; a tunnel only by host and port, and only when
     the request `failed` (a tunnel carries every URL of its host, the refused one too).
     """
-    try:
-        parts = urlsplit(url)
-        port = parts.port or (443 if parts.scheme in ("https", "wss") else 80)
-    except ValueError:
+    target = plain_target(url)  # host and port as the proxy reads a plain request's target
+    if target is None:
         return None
-    host = (parts.hostname or "").lower().rstrip(".")
+    _, host, port = target
     exact = url.split("#", 1)[0]
     for refusal in reversed(refusals):
         if refusal.url and refusal.url == exact:
