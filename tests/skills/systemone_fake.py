@@ -182,21 +182,21 @@ def _handler_class(fake: FakeSystemOne) -> type[BaseHTTPRequestHandler]:
         def _trickle(self) -> None:
             """Answer 200, then send the body a byte at a time until the client hangs up."""
             self.close_connection = True
-            self.send_response(HTTPStatus.OK)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", "60000")
-            self.end_headers()
-            self.wfile.write(b'{"model": "m", "answers": {')
-            while not fake.release.wait(0.02):
-                try:
+            try:
+                # A client that gave up before the headers went out makes these writes fail too.
+                self.send_response(HTTPStatus.OK)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "60000")
+                self.end_headers()
+                self.wfile.write(b'{"model": "m", "answers": {')
+                while not fake.release.wait(0.02):
                     self.wfile.write(b" ")
                     self.wfile.flush()
-                except OSError:
-                    fake.connections_closed.set()
-                    return
-                if self._client_gone(0):
-                    fake.connections_closed.set()
-                    return
+                    if self._client_gone(0):
+                        fake.connections_closed.set()
+                        return
+            except OSError:
+                fake.connections_closed.set()
 
         def _client_gone(self, wait: float) -> bool:
             """Whether the client shut its side down (FIN) or reset within `wait` seconds."""
