@@ -108,6 +108,11 @@ def squash(text: str) -> str:
     return _BREAK.sub("\n", folded).strip("\n ")
 
 
+def _holds_blocks(element: Any) -> bool:
+    """Tell whether an inline element holds block elements (headings, lists, paragraphs)."""
+    return any(True for _ in element.iter(*_BLOCKS))
+
+
 class Renderer:
     """Markdown (or plain text) from an HTML element, block by block."""
 
@@ -140,6 +145,11 @@ class Renderer:
             if tag in _BLOCKS:
                 flush()
                 blocks.extend(self._block(child, tag))
+            elif tag and tag != "a" and _holds_blocks(child):
+                # A `<span>` or a custom element (`<n-tabs>`) around headings and lists:
+                # their blocks stay blocks, not one line of glued words ("timesOptimize").
+                flush()
+                blocks.extend(self._blocks(child))
             elif tag:
                 line.append(self._inline(child))
             line.append(child.tail or "")
@@ -188,8 +198,9 @@ class Renderer:
             tick = "``" if "`" in code else "`"
             return f"{tick}{code}{tick}"
         inner = self._inline_children(element)
-        if tag in ("p", "div"):
-            return f"{_BR}{inner}{_BR}"  # a paragraph inside a table cell: its own line
+        if tag in _BLOCKS:
+            # A paragraph in a table cell, a heading or list item inside a link: its own line.
+            return f"{_BR}{inner}{_BR}"
         if self.plain or not inner.strip():
             return inner
         # Spaces at the edges stay outside the markup: `[Platz ](u)angesiedelt` glues words.
