@@ -116,6 +116,57 @@ def test_a_listing_keeps_every_item_with_its_link_and_text() -> None:
     assert "Opening hours" not in document.content and "Catalogue" not in document.content
 
 
+def test_a_news_river_keeps_each_teasers_summary_and_drops_the_cookie_banner() -> None:
+    document = read("listing-river.html", "https://gadgetwire.example/news/")
+    assert document.page_type == "listing"
+    content = document.content
+    # Each summary is a second link to its story, hidden from screen readers, not from view.
+    assert_in_order(
+        content,
+        "## [Review: open-back studio monitors",
+        "The new open-back monitors trade a little bass",
+        "## [Earbuds now run a hearing test",
+        "plays a short series of tones in each ear",
+        "## [The last headphone-jack adapter",
+        "find the small adapter second-hand",
+        "## [Solar-charged earbuds",
+        "the case never reached empty",
+    )
+    # The consent manager's dialog, and a dialog nothing marks but its talk of cookies.
+    assert "Your Privacy" not in content and "Cookies" not in content
+    assert "We use cookies" not in content and "Manage Cookie" not in content
+    assert "Most read" not in content
+    whole = read("listing-river.html", "https://gadgetwire.example/news/", main=False).content
+    assert "The new open-back monitors trade a little bass" in whole
+
+
+def test_a_dialog_about_cookies_is_not_the_products_content() -> None:
+    url = "https://stagehaus.example/c/product/1825729-REG/portman_p1_retro_lrc4.html"
+    document = read("product-notice.html", url)
+    assert document.page_type == "product"
+    assert_in_order(
+        document.content,
+        "# Portman P1 Retro roadcase, 4 units",
+        "SKU # POP1RC4",
+        "$429.00",
+        "Expected availability: 2-4 weeks",
+    )
+    assert "cookies" not in document.content.lower()
+
+
+@pytest.mark.parametrize("main", [True, False])
+def test_headings_and_lists_inside_a_custom_element_stay_blocks(main: bool) -> None:
+    content = read("service-tabs.html", "https://fernhost.example/", main=main).content
+    assert "### Builds that finish before your coffee\n\n- Every push builds" in content
+    assert "- Dependencies cached between builds\n- Preview links" in content
+    if main:  # the hidden tabs are read in main-content mode only
+        assert "\n- Transform images on demand without impacting build times\n" in content
+        assert "### Storage for files and data" in content
+    # A card's link keeps its heading and text apart: "Edge functions Run", not "functionsRun".
+    assert "[Edge functions Run code close to your users, in forty regions.](" in content
+    assert "functionsRun" not in content
+
+
 def test_a_service_page_keeps_every_section_not_the_hero_alone() -> None:
     document = read("service-page.html", "https://ledgerline.example.co.uk/")
     assert document.page_type == "service"

@@ -3,9 +3,11 @@
 Scripts, styles, templates, frames, embedded objects, SVG, form controls (unwrapped when
 they hold a page's worth of text), forms that are not the page, hidden elements (`hidden`,
 `aria-hidden`, `display:none`; in main-content mode a hidden tab, accordion or long part
-reaches the extractor), inline `data:` images, 1×1 tracking pixels, heading permalinks and
-code blocks' line-number gutters are dropped; a `<pre>` reaches the extractor as
-`<pre><code>` (`wrap_code`), the one shape it always keeps as code.
+reaches the extractor; a card's second link, hidden from screen readers only, is seen and
+stays), cookie-consent banners and dialogs (in main-content mode), inline `data:` images,
+1×1 tracking pixels, heading permalinks and code blocks' line-number gutters are dropped; a
+`<pre>` reaches the extractor as `<pre><code>` (`wrap_code`), the one shape it always keeps
+as code.
 """
 
 from __future__ import annotations
@@ -61,6 +63,22 @@ _CONTROL_TEXT = 200
 _REVEALED = re.compile(r"(^|[\s_-])(tabs?|tabpanel|accordion|collapse)($|[\s_-])", re.I)
 
 
+# Cookie-consent managers (OneTrust, Cookiebot, Didomi, WordPress GDPR plugins, …) by their
+# marks, and any dialog that speaks of cookies: a page's own words are never in them.
+_CONSENT_CANDIDATES = (
+    "//*[@role='dialog' or @aria-modal='true' or contains(@id, 'onetrust')"
+    " or contains(@class, 'consent') or contains(@id, 'consent') or contains(@class, 'cookie')"
+    " or contains(@id, 'cookie') or contains(@class, 'gdpr') or contains(@id, 'gdpr')]"
+)
+
+
+_CONSENT = re.compile(
+    r"onetrust|cookiebot|didomi|(^|[\s_-])(consent|gdpr)($|[\s_-])|cookies?[-_]?"
+    r"(banner|bar|consent|notice|law|popup|policy|settings|preferences|modal|dialog|wall)",
+    re.I,
+)
+
+
 _FORM_TEXT = 1000  # a form holding more is the page (ASP.NET wraps every page in one)
 
 
@@ -106,13 +124,17 @@ def clean(tree: Any, *, main_content: bool) -> None:
         style = _style(element)
         hidden = (
             element.get("hidden") is not None
-            or (element.get("aria-hidden") or "").strip().lower() == "true"
+            or ((element.get("aria-hidden") or "").strip().lower() == "true" and not _seen(element))
             or any(hidden in style for hidden in _HIDDEN_STYLES)
         )
         # A large hidden part is a tab, an accordion or a page shown by script: in main-content
         # mode the extractor judges it (product specs and FAQ answers sit in such parts).
         if hidden and not (main_content and _revealed(element)):
             element.drop_tree()
+    if main_content:
+        for element in tree.xpath(_CONSENT_CANDIDATES):
+            if element.getparent() is not None and _consent(element):
+                element.drop_tree()
     for image in tree.xpath("//img"):
         src = (image.get("src") or "").strip().lower()
         if src.startswith("data:") or not src or _tracking_pixel(image):
@@ -180,6 +202,25 @@ def _revealed(element: Any) -> bool:
     """Tell whether a hidden part is content a reader reveals: a tab, an accordion, a long part."""
     marks = f"{element.get('class') or ''} {element.get('role') or ''}"
     return bool(_REVEALED.search(marks)) or len(text_of(element)) > _CONTROL_TEXT
+
+
+def _seen(element: Any) -> bool:
+    """Tell whether an `aria-hidden` element is seen: a card's second, unfocusable link.
+
+    A card links its title and again its picture or summary; the second link is hidden from
+    screen readers and the keyboard (`tabindex="-1"`) so it is not announced twice, but its
+    text (a teaser's summary) is on the screen.
+    """
+    return element.tag == "a" and (element.get("tabindex") or "").strip() == "-1"
+
+
+def _consent(element: Any) -> bool:
+    """Tell whether an element is a cookie-consent banner or dialog."""
+    marks = f"{element.get('class') or ''} {element.get('id') or ''}"
+    if _CONSENT.search(marks):
+        return True
+    dialog = element.get("role") == "dialog" or element.get("aria-modal") == "true"
+    return dialog and "cookie" in text_of(element).lower()
 
 
 def _style(element: Any) -> str:
