@@ -55,6 +55,20 @@ def test_a_thread_keeps_every_post_in_order_with_its_author_and_date() -> None:
     assert "Who is online" not in content and "Register" not in content
 
 
+def test_a_simple_machines_thread_names_the_author_of_every_post() -> None:
+    document = read("thread-smf.html", "https://forum.example.org/index.php?topic=5123.0")
+    assert document.page_type == "forum"
+    content = document.content
+    assert_in_order(
+        content,
+        "**Biology Forums**\n\nI'm curious how members here have used AI",
+        "**Arantor**\n\nMost boards that tried it used it for a first-pass answer",
+        "**Biology Forums**\n\nThat matches what we saw",
+        "**Kindred**\n\nSummaries of very long topics",
+    )
+    assert "Powered by coffee" not in content  # signatures are not posts
+
+
 def test_a_thread_the_extractor_kept_whole_gets_each_posts_author_and_date() -> None:
     document = read("forum-thread.html", "https://discuss.example.org/t/wal-growing/4182")
     assert document.page_type == "forum"
@@ -343,6 +357,11 @@ def test_the_full_page_pass_drops_hidden_parts_whatever_their_size() -> None:
         ("https://board.example.org/thread-222085.html", "", "forum"),  # MyBB
         ("https://example.org/community/index.php?topic=589061.0", "", "forum"),  # SMF
         ("https://example.org/index.php?showtopic=4411", "", "forum"),  # Invision
+        ("https://www.camera-forum.example/topic/423897-best-camera/", "", "forum"),
+        ("https://example.org/discussions/topic/first-dovetails/", "", "forum"),  # bbPress
+        ("https://community.example.com/t5/laptops/fan-noise/td-p/8812", "", "forum"),  # Khoros
+        ("https://news.example.edu/topic/software", "", "service"),  # a tag page, not a topic
+        ("https://www.example.com/community/tutorials/n8n-guide", "", "documentation"),
         ("https://example.org/x", '<meta name="generator" content="Discourse 3.2">', "forum"),
         ("https://docs.example.org/en/latest/intro.html", "", "documentation"),
         (

@@ -12,9 +12,11 @@ __all__ = ["PAGE_TYPES", "page_type", "product_description", "structured_data"]
 
 PAGE_TYPES = ("article", "forum", "product", "collection", "listing", "documentation", "service")
 
+# A forum's topic carries its number (`/topic/423897-…`); a news site's `/topic/software` is
+# a tag page, and `/community/` holds tutorials as often as threads. `/t5/`: Khoros boards.
 _FORUM_URL = re.compile(
-    r"/t/[^/]+/\d+|/threads?/|/topic/|/questions/\d+|/comments/\w+|/issues/\d+|/pull/\d+"
-    r"|/discussions?/\d+|viewtopic\.php|showthread\.php|/forums?/|/community/"
+    r"/t/[^/]+/\d+|/threads?/|/topic/\d|/discussions?/topic/|/questions/\d+|/comments/\w+"
+    r"|/issues/\d+|/pull/\d+|/discussions?/\d+|viewtopic\.php|showthread\.php|/forums?/|/t5/"
     r"|/(thread|topic)-\d+|[?&](topic|showtopic|threadid|tid)=\d",
     re.I,
 )

@@ -2,10 +2,10 @@
 
 trafilatura, built for articles, keeps a thread's text but drops who wrote each post, and
 often the later posts. The platforms that dominate (Discourse, phpBB, vBulletin, XenForo,
-Stack Exchange, GitHub and GitLab issues, Reddit-style threads, schema.org microdata) mark
-each post's body with a class or `itemprop`; each post is that body, with the author and
-date found in the post around it. When the extractor kept every post, `sign` writes those
-author and date lines into its answer instead.
+Stack Exchange, Simple Machines, GitHub and GitLab issues, Reddit-style threads, schema.org
+microdata) mark each post's body with a class or `itemprop`; each post is that body, with
+the author and date found in the post around it. When the extractor kept every post,
+`sign` writes those author and date lines into its answer instead.
 """
 
 from __future__ import annotations
@@ -61,6 +61,8 @@ def _classes(element: Any) -> set[str]:
 
 
 def _is_body(element: Any) -> bool:
+    if "inner" in _classes(element) and (element.get("id") or "").startswith("msg_"):
+        return True  # Simple Machines Forum: `inner` alone is too common a class
     return bool(_classes(element) & _BODY_CLASSES) or element.get("itemprop") in _BODY_PROPS
 
 
