@@ -204,6 +204,30 @@ def test_a_product_keeps_its_name_price_description_and_specs_from_a_hidden_tab(
     assert "You may also like" not in content
 
 
+def test_a_product_answer_without_the_products_name_gets_it_as_its_heading() -> None:
+    url = "https://brightworks.example/lamps/desk/lumen-40"
+    content = read("product-offer.html", url).content
+    # The description and specs were kept without the buy box, where the name is.
+    assert_in_order(
+        content,
+        "# Lumen 40 LED desk lamp\n\n## Light that follows your work",
+        "- Light output: 900 lumens at full brightness",
+    )
+    assert content.count("Lumen 40 LED desk lamp") == 1
+    assert "You may also like" not in content
+
+
+def test_a_page_with_review_stars_but_nothing_for_sale_gets_no_name_line() -> None:
+    body = (TESTDATA_FETCH / "product-offer.html").read_text(encoding="utf-8")
+    body = body.replace(
+        '"offers": {"@type": "Offer", ', '"aggregateRating": {"@type": "AggregateRating", '
+    )
+    body = body.replace('<meta property="og:type" content="product">', "")
+    content = html(body, "https://brightworks.example/lamps/desk/lumen-40").content
+    assert "Light that follows your work" in content
+    assert "Lumen 40 LED desk lamp" not in content
+
+
 PRODUCT_SHEET = "https://www.tidewear.example/products/harbour-crew-t-shirt-navy"
 
 

@@ -8,7 +8,7 @@ from collections import Counter
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["PAGE_TYPES", "page_type", "product_description", "structured_data"]
+__all__ = ["PAGE_TYPES", "for_sale", "page_type", "product_description", "structured_data"]
 
 PAGE_TYPES = ("article", "forum", "product", "collection", "listing", "documentation", "service")
 
@@ -79,6 +79,20 @@ def product_description(objects: list[dict[str, Any]]) -> str:
         and {"Product", "ProductGroup"} & set(_types([item]))
     ]
     return max(found, key=len, default="")
+
+
+def for_sale(tree: Any, objects: list[dict[str, Any]]) -> bool:
+    """Tell whether the page sells what it shows: a schema.org `Offer`, or og:type product.
+
+    A service page may carry a `Product` for its review stars; only a product has an offer.
+    """
+    types = _types(objects)
+    if types["Offer"] or types["AggregateOffer"]:
+        return True
+    return any(
+        m.get("property") == "og:type" and (m.get("content") or "").strip().lower() == "product"
+        for m in tree.iter("meta")
+    )
 
 
 def _types(objects: list[dict[str, Any]]) -> Counter[str]:

@@ -23,9 +23,9 @@ import lxml.etree
 
 from siftlib.fetch.convert.clean import clean, code_languages, sanitize, wrap_code
 from siftlib.fetch.convert.decode import base_url, decode, links, metadata, parse, text_of
-from siftlib.fetch.convert.extract import main
+from siftlib.fetch.convert.extract import main, named
 from siftlib.fetch.convert.markdown import Renderer, squash
-from siftlib.fetch.pagetype import page_type, product_description, structured_data
+from siftlib.fetch.pagetype import for_sale, page_type, product_description, structured_data
 
 __all__ = ["Document", "convert", "decode"]
 
@@ -73,6 +73,12 @@ def convert(
         document.also = {name: _other(text, media_type, name) for name in (format, *also)}
     document.content = document.also.pop(format, "")
     return document
+
+
+def _product_name(tree: Any) -> str:
+    """Return the page's first heading with text: on a product page, the product's name."""
+    heading = next((h for h in tree.iter("h1") if text_of(h).strip()), None)
+    return squash(text_of(heading)) if heading is not None else ""
 
 
 def _other(text: str, media_type: str, format: str) -> str:
@@ -126,7 +132,9 @@ def convert_html(
         if main_content:
             wrap_code(tree)
             anchor = product_description(objects) if kind == "product" else ""
+            name = _product_name(tree) if kind == "product" and for_sale(tree, objects) else ""
             part = main(tree, part, base, kind, document.warnings, anchor=anchor)
+            named(part, name)
         if "html" in formats:
             sanitize(part)
             converted["html"] = lxml.etree.tostring(part, encoding="unicode", method="html")

@@ -327,6 +327,20 @@ def _span(fuller: Any, extracted: Any) -> Any:
     return fuller
 
 
+def named(part: Any, name: str) -> None:
+    """Put a product's name, as a heading, above an answer that does not name it (in place).
+
+    trafilatura keeps a product's description and often drops the buy box above it, where
+    the name is: an agent reading the answer would not know what it describes.
+    """
+    if not name or name in _folded(part):
+        return
+    heading = part.makeelement("h1", {})
+    heading.text, heading.tail = name, part.text
+    part.text = None
+    part.insert(0, heading)
+
+
 def _folded(element: Any) -> str:
     return " ".join(text_of(element).split())
 
