@@ -146,7 +146,7 @@ def warm_conversion_pool() -> None:
 
     A test's short fetch deadline then measures the fetch, not a worker starting.
     """
-    from siftlib.fetch.fetcher import conversion_pool
+    from siftlib.fetch.conversion import conversion_pool
 
     pool = conversion_pool()
     pool.start()

@@ -41,25 +41,24 @@ from siftlib.errors import (
     UnreadableContent,
     UnsupportedContent,
 )
-from siftlib.fetch.challenge import challenge_of
-from siftlib.fetch.conversion import Converted, conversion_pool, convert, read_pdf_page
-from siftlib.fetch.guard import Guard
 from siftlib.fetch.models import HTML_TYPES, PDF_TYPE, FetchRequest, FetchResult, Page
 from siftlib.fetch.pagecache import PageCache
-from siftlib.fetch.reader import PageReader
 from siftlib.lazylog import LazyLogger
 
 if TYPE_CHECKING:
     from siftlib.config import FetchConfig
     from siftlib.fetch.browser.renderer import Renderer
     from siftlib.fetch.cache import FetchCache
+    from siftlib.fetch.conversion import Converted
+    from siftlib.fetch.guard import Guard
+    from siftlib.fetch.reader import PageReader
     from siftlib.fetch.workers import WorkerPool
     from siftlib.metrics import Metrics
     from siftlib.net.addresses import Resolver
     from siftlib.net.dial import Connector
 
-# The records and the shared workers are this module's vocabulary too: callers import them here.
-__all__ = ["FetchRequest", "FetchResult", "Fetcher", "Page", "conversion_pool"]
+# The records are this module's vocabulary too: callers import them here.
+__all__ = ["FetchRequest", "FetchResult", "Fetcher", "Page"]
 
 log = LazyLogger("sift")
 _HOST_TEXT = re.compile(r"[a-z0-9.:\[\]-]{1,255}")
@@ -92,10 +91,10 @@ class Fetcher:
             )
         )
         self.metrics = metrics
-        self.guard = Guard(settings.allow, resolver=resolver)
-        self.reader = PageReader(
-            settings, guard=self.guard, connect=connect, ssl_context=ssl_context
-        )
+        self._resolver, self._connect, self._ssl_context = resolver, connect, ssl_context
+        self._guard: Guard | None = None
+        self._reader: PageReader | None = None
+        self._opening = threading.Lock()
         self.renderer: Renderer | None = None  # the browser, when `[fetch.browser]` is on
         if settings.browser.enabled:
             from siftlib.fetch.browser.renderer import Renderer
@@ -115,9 +114,38 @@ class Fetcher:
     ) -> None:
         self.close()
 
+    @property
+    def guard(self) -> Guard:
+        """The rules every hop is vetted by, with the configured pinholes."""
+        return self._network()[0]
+
+    @property
+    def reader(self) -> PageReader:
+        """The guarded GET, with its kept connections."""
+        return self._network()[1]
+
+    def _network(self) -> tuple[Guard, PageReader]:
+        """Open the guard and the reader with the first fetch: `sift serve` starts without them."""
+        with self._opening:
+            if self._guard is None or self._reader is None:
+                from siftlib.fetch.guard import Guard
+                from siftlib.fetch.reader import PageReader
+
+                self._guard = Guard(self.settings.allow, resolver=self._resolver)
+                self._reader = PageReader(
+                    self.settings,
+                    guard=self._guard,
+                    connect=self._connect,
+                    ssl_context=self._ssl_context,
+                )
+            return self._guard, self._reader
+
     def close(self) -> None:
         """Close every kept connection and the browser."""
-        self.reader.close()
+        with self._opening:
+            reader = self._reader
+        if reader is not None:
+            reader.close()
         if self.renderer is not None:
             self.renderer.close()
 
@@ -179,12 +207,14 @@ class Fetcher:
     def _fetch(
         self, request: FetchRequest, started: float, cancel: threading.Event | None
     ) -> FetchResult:
+        from siftlib.fetch.challenge import challenge_of
+        from siftlib.fetch.conversion import conversion_pool, convert, read_pdf_page
+
         pool = self._pool or conversion_pool()
         pool.start(1)  # its imports run while the page is read
-        deadline = started + self.reader.time_limit(request.timeout)
-        page = self.reader.read(
-            request.url, deadline=deadline, cancel=cancel, caller=request.caller
-        )
+        reader = self.reader
+        deadline = started + reader.time_limit(request.timeout)
+        page = reader.read(request.url, deadline=deadline, cancel=cancel, caller=request.caller)
         if page.media_type in HTML_TYPES or "cf-mitigated" in page.headers:
             what = challenge_of(
                 status=page.status, headers=page.headers, body=page.body, url=page.final_url

@@ -48,8 +48,9 @@ from fetchkit import (  # noqa: E402
 from siftlib.config import FetchConfig  # noqa: E402
 from siftlib.errors import FetchFailed  # noqa: E402
 from siftlib.fetch import convert as converting  # noqa: E402
+from siftlib.fetch.conversion import conversion_pool  # noqa: E402
 from siftlib.fetch.convert import extract  # noqa: E402
-from siftlib.fetch.fetcher import Fetcher, FetchRequest, conversion_pool  # noqa: E402
+from siftlib.fetch.fetcher import Fetcher, FetchRequest  # noqa: E402
 
 ROUNDS = 7
 CONVERSIONS = 41
