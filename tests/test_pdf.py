@@ -163,15 +163,26 @@ def slow_pdf() -> bytes:
 
 @functools.cache
 def bomb_pdf() -> bytes:
-    """A 0.4 MB file whose one content stream inflates to 400 MB."""
+    """A 0.4 MB file whose one content stream inflates to 400 MB of spaces.
+
+    One megabyte is deflated once, not 400 times (2.5 CPU-s): after a full flush the
+    compressor forgets what came before, so every megabyte is the same block of bytes.
+    """
+    megabyte = b" " * (1 << 20)
     packer = zlib.compressobj(9)
-    chunk = b" " * (1 << 20)
-    stream = b"".join(packer.compress(chunk) for _ in range(400)) + packer.flush()
+    first = packer.compress(megabyte) + packer.flush(zlib.Z_FULL_FLUSH)
+    header, block = first[:2], first[2:]
+    checksum = 1
+    for _ in range(400):
+        checksum = zlib.adler32(megabyte, checksum)
+    # An empty last block, then the checksum of all 400 MB: a whole, valid zlib stream.
+    stream = header + block * 400 + b"\x03\x00" + checksum.to_bytes(4, "big")
     return Pdf().compressed_page(stream).bytes()
 
 
-@pytest.fixture
-def site() -> Iterator[PageServer]:
+@pytest.fixture(scope="module")
+def served() -> Iterator[PageServer]:
+    """The module's loopback site, every file built once."""
     pdf = "application/pdf"
     routes = {
         "/report.pdf": page(report().bytes(), content_type=pdf),
@@ -194,8 +205,19 @@ def site() -> Iterator[PageServer]:
 
 
 @pytest.fixture
+def site(served: PageServer) -> PageServer:
+    """The module's site, with no request seen yet by this test."""
+    served.hits.clear()
+    served.peers.clear()
+    return served
+
+
+@pytest.fixture(scope="module")
 def own_pool() -> Iterator[WorkerPool]:
-    """Conversion workers of this test's own: the ones it kills are not the suite's."""
+    """Conversion workers of the kill tests' own: the ones they kill are not the suite's.
+
+    One pool for the module: each killed worker is replaced at once, as in a gateway.
+    """
     with WorkerPool(2, preload=("siftlib.fetch.fetcher", "siftlib.fetch.pdf")) as pool:
         pool.start()
         pool.run(len, b"", deadline=time.monotonic() + 120)  # started: the PDFs are the test
@@ -220,11 +242,14 @@ def isolated(tmp_path: Path, site: PageServer, own_pool: WorkerPool) -> Iterator
     searxng.close()
 
 
-@pytest.fixture
-def gw(tmp_path: Path, site: PageServer) -> Iterator[Gateway]:
-    fetch = FetchConfig(allow=(site.allow,), timeout=30.0, pdf_max_pages=5)
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory, served: PageServer) -> Iterator[Gateway]:
+    """The module's gateway (no fetch cache: every test's fetch reaches the site)."""
+    fetch = FetchConfig(allow=(served.allow,), timeout=30.0, pdf_max_pages=5)
     searxng = FakeUpstream(searxng_body(3))
-    with gateway(tmp_path, callers={"agent": TOKEN}, fetch=fetch, searxng=searxng.url) as running:
+    with gateway(
+        tmp_path_factory.mktemp("gw"), callers={"agent": TOKEN}, fetch=fetch, searxng=searxng.url
+    ) as running:
         yield running
     searxng.close()
 
