@@ -143,13 +143,15 @@ def real_searxng(
 
 
 def _wait_ready(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
+    """Poll /healthz until SearXNG answers, with one client (each new one loads the CA file)."""
     deadline = time.monotonic() + 90
-    while True:
-        assert proc.poll() is None, f"SearXNG exited {proc.returncode}:\n{log.read_text()}"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        assert time.monotonic() < deadline, f"SearXNG did not answer:\n{log.read_text()}"
-        time.sleep(0.2)
+    with httpx.Client(trust_env=False, timeout=2) as client:
+        while True:
+            assert proc.poll() is None, f"SearXNG exited {proc.returncode}:\n{log.read_text()}"
+            try:
+                if client.get(f"{url}/healthz").status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, f"SearXNG did not answer:\n{log.read_text()}"
+            time.sleep(0.2)

@@ -33,7 +33,7 @@ def unit(name: str) -> configparser.SectionProxy:
     return parser["Service"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
     """deploy/compose.yaml as data, read by the SearXNG venv's PyYAML (sift has none)."""
     require_searxng()
