@@ -84,11 +84,12 @@ pdf_max_pages = 200                # pages of a PDF read; past it a warning
 cache_max_age = "1h"               # fetch cache: default maxAge, longest life of an entry; "0s" off
 cache_max_bytes = "256MiB"         # fetch cache: stored answers; the oldest go first past it
 
-# A headless Chromium for pages a script builds (apt-get install chromium); off by default.
+# A headless Chromium for pages a script builds (apt-get install chromium-headless-shell, or
+# chromium); off by default.
 # Every byte it moves goes through sift's guard, as a plain fetch does.
 [fetch.browser]
 enabled = false
-executable = "chromium"            # found on PATH
+executable = "auto"                # chromium-headless-shell if installed, else chromium
 pages = 2                          # renders at once (1-16)
 render = "auto"                    # "auto": application shells only; "always": every HTML page
 max_bytes = "50MiB"                # everything one render's subresources may move

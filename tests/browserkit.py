@@ -3,8 +3,9 @@
     with rendering(site) as fetch:        # a Fetcher whose [fetch.browser] is on
         result = fetch.fetch(FetchRequest(url=site.url + "/app", render=True))
 
-Chromium is the Debian package `make test` installs; without it the tests fail (they are
-the browser's only proof), naming the package.
+The browser is the one `executable = "auto"` starts: the Debian package
+`chromium-headless-shell` where it is installed, else `chromium` (which `make test` installs);
+without either the tests fail (they are the browser's only proof), naming the package.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from siftlib.config import BrowserConfig, FetchConfig
+from siftlib.fetch.browser.renderer import BROWSERS, browser_command
 from siftlib.fetch.fetcher import Fetcher
 from siftlib.metrics import Metrics
 from siftlib.net.addresses import Resolver
@@ -23,9 +25,11 @@ from siftlib.net.dial import Connector
 
 
 def need_chromium() -> None:
-    """Fail the test when Chromium is missing: `make test` installs it."""
-    if shutil.which("chromium") is None:
-        pytest.fail("chromium is missing: `make test` installs it (Debian package chromium)")
+    """Fail the test when no browser is installed: `make test` installs one."""
+    if shutil.which(browser_command("auto")) is None:
+        pytest.fail(
+            f"no browser: `make test` installs one (Debian package {' or '.join(BROWSERS)})"
+        )
 
 
 def rendering(

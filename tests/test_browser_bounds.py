@@ -90,7 +90,7 @@ def fetch(site: PageServer, metrics: Metrics) -> Iterator[Fetcher]:
 
 def fine(fetch: Fetcher, site: PageServer) -> None:
     result = fetch.fetch(FetchRequest(url=site.url + "/fine"))
-    assert "The next render reads normally." in result.content
+    assert "The next render reads normally." in result.content, result.warnings
     assert result.render_ms is not None
 
 

@@ -8,6 +8,8 @@ network) are proven refused by the proxy's own count.
 
 from __future__ import annotations
 
+import shutil
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +18,7 @@ from fetchkit import Listener, PageServer, page
 
 from siftlib.errors import Blocked
 from siftlib.fetch.browser.proxy import RenderProxy
+from siftlib.fetch.browser.renderer import BROWSERS
 from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.fetch.guard import Guard
 from siftlib.metrics import Metrics
@@ -101,6 +104,34 @@ def test_a_subresource_aimed_at_loopback_fails_alone(
     assert result.render_ms is not None
     assert "The page rendered although its escape failed." in result.content
     assert sum(refusals(metrics).values()) > before
+
+
+WEBRTC = """var pc = new RTCPeerConnection({{iceServers: [
+  {{urls: 'stun:127.0.0.1:{udp}'}}, {{urls: 'turn:127.0.0.1:{tcp}?transport=tcp',
+  username: 'u', credential: 'c'}}]}});
+pc.createDataChannel('escape');
+pc.createOffer().then(function (offer) {{ return pc.setLocalDescription(offer); }});"""
+
+
+@pytest.mark.parametrize("browser", [name for name in BROWSERS if shutil.which(name)] or ["auto"])
+def test_webrtc_sends_nothing_around_the_proxy(site: PageServer, browser: str) -> None:
+    """ICE would send STUN over UDP (which no HTTP proxy carries) and TURN over TCP; each
+    browser `auto` may start has its own switch for the policy that forbids it."""
+    with (
+        Listener() as turn,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stun,
+        rendering(site.allow, executable=browser) as fetch,
+    ):
+        stun.bind(("127.0.0.1", 0))
+        script = WEBRTC.format(udp=stun.getsockname()[1], tcp=turn.port)
+        site.routes["/webrtc"] = page(escape(script=script))
+        result = fetch.fetch(FetchRequest(url=site.url + "/webrtc", render=True, wait_for=1.0))
+        stun.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            stun.recv(2048)  # not one datagram
+    assert turn.connections == 0
+    assert result.render_ms is not None
+    assert "The page rendered although its escape failed." in result.content
 
 
 @pytest.mark.parametrize(

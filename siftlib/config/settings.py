@@ -61,7 +61,7 @@ class BrowserConfig(NamedTuple):
     """The `[fetch.browser]` table: the opt-in headless Chromium that renders script-built pages."""
 
     enabled: bool = False
-    executable: str = "chromium"
+    executable: str = "auto"  # "auto": chromium-headless-shell if installed, else chromium
     pages: int = 2  # renders at once
     render: str = "auto"  # "auto": application shells only; "always": every HTML page
     max_bytes: int = 50 * 1024 * 1024  # everything the proxy relays for one render
@@ -254,7 +254,7 @@ def _browser_config(table: Table) -> BrowserConfig:
     base = BrowserConfig()
     executable = table.get("executable", str, base.executable)
     if not executable.strip():
-        raise table.error("executable", "must name a Chromium executable")
+        raise table.error("executable", 'must be "auto" or name a Chromium executable')
     render = table.get("render", str, base.render)
     if render not in ("auto", "always"):
         raise table.error("render", 'must be "auto" or "always"')

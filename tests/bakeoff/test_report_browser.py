@@ -2,8 +2,10 @@
 
 The page must hold at that width: no horizontal scrolling of the page, the chart inside the
 window, the wide table scrolling in its own box. A probe copy of the report writes the
-measured boxes into its title, which `--dump-dom` returns. Chromium comes from Debian's
-`chromium` package, which `make test` installs.
+measured boxes into its title, which `--dump-dom` returns; the same run takes its screenshot
+(the probe only sets the title, so it looks exactly like the report). The browser is the one
+the fetch renderer's `executable = "auto"` starts: Debian's `chromium-headless-shell` where it
+is installed, else `chromium`, which `make test` installs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 
 from siftlib.bakeoff.report import render_html
 from siftlib.bakeoff.score import score_run
+from siftlib.fetch.browser.renderer import BROWSERS, browser_command
 
 from .conftest import make_run
 from .test_bakeoff_score import blind_and_judge
@@ -40,9 +43,11 @@ document.title = JSON.stringify({
 
 def chromium(*args: str) -> str:
     """Run headless Chromium once; return what it printed."""
-    binary = shutil.which("chromium")
+    binary = shutil.which(browser_command("auto"))
     if binary is None:
-        pytest.fail("chromium is missing: `make test` installs it (Debian package chromium)")
+        pytest.fail(
+            f"no browser: `make test` installs one (Debian package {' or '.join(BROWSERS)})"
+        )
     done = subprocess.run(
         [binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
         capture_output=True,
@@ -76,10 +81,14 @@ def report(tmp_path: Path) -> Path:
 
 
 def measure(report: Path, tmp_path: Path, width: int) -> dict[str, float]:
-    """Return the probe's boxes of the report in a window `width` px wide."""
+    """Return the probe's boxes of the report in a window `width` px wide; its screenshot is
+    kept with the test's files (`report-WIDTH.png`) for a person to look at."""
     probe = tmp_path / "probe.html"
     probe.write_text(report.read_text().replace("</body>", PROBE + "</body>"))
-    dom = chromium(f"--window-size={width},1300", "--dump-dom", probe.as_uri())
+    shot = tmp_path / f"report-{width}.png"
+    dom = chromium(
+        f"--window-size={width},1300", "--dump-dom", f"--screenshot={shot}", probe.as_uri()
+    )
     found = re.search(r"<title>(.*?)</title>", dom)
     assert found, dom[:500]
     measured: dict[str, float] = json.loads(found.group(1).replace("&quot;", '"'))
@@ -92,8 +101,7 @@ def test_the_report_holds_at_600_px(report: Path, tmp_path: Path) -> None:
     assert measured["chart"] <= 600 and measured["table"] <= 600
     assert measured["ticks"] >= 5 + 2  # both axes are drawn with their scale
 
-    shot = tmp_path / "report-600.png"  # kept with the test's files for a person to look at
-    chromium("--window-size=600,1300", f"--screenshot={shot}", report.as_uri())
+    shot = tmp_path / "report-600.png"
     width, height = struct.unpack(">II", shot.read_bytes()[16:24])  # the PNG's IHDR
     assert (width, height) == (600, 1300)
 
@@ -106,7 +114,6 @@ def test_at_1200_px_the_chart_spans_the_column_and_its_legend_reads(
     assert measured["chartWidth"] >= 780 and measured["page"] <= 1200
     assert measured["legend"] >= 16 and measured["legend"] >= measured["label"] * 0.95
 
-    shot = tmp_path / "report-1200.png"  # kept with the test's files for a person to look at
-    chromium("--window-size=1200,1300", f"--screenshot={shot}", report.as_uri())
+    shot = tmp_path / "report-1200.png"
     width, height = struct.unpack(">II", shot.read_bytes()[16:24])
     assert (width, height) == (1200, 1300)

@@ -178,13 +178,14 @@ class Pipe:
                 self._sessions.pop(session_id, None)
 
     def kill(self) -> None:
-        """End every process of the browser and reap the first one."""
+        """End every process of the browser and reap the first one; the pipe is gone at once."""
         with contextlib.suppress(OSError):
             os.killpg(self.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
         with contextlib.suppress(OSError):
             os.close(self._out)
+        self._lost()  # not only when the reader sees the pipe's end, a moment later
 
     def _write(
         self,
