@@ -65,18 +65,14 @@ _REVEALED = re.compile(r"(^|[\s_-])(tabs?|tabpanel|accordion|collapse)($|[\s_-])
 
 # Cookie-consent managers (OneTrust, Cookiebot, Didomi, WordPress GDPR plugins, …) by their
 # marks, and any dialog that speaks of cookies: a page's own words are never in them.
-_CONSENT_CANDIDATES = (
-    "//*[@role='dialog' or @aria-modal='true' or contains(@id, 'onetrust')"
-    " or contains(@class, 'consent') or contains(@id, 'consent') or contains(@class, 'cookie')"
-    " or contains(@id, 'cookie') or contains(@class, 'gdpr') or contains(@id, 'gdpr')]"
-)
-
-
 _CONSENT = re.compile(
     r"onetrust|cookiebot|didomi|(^|[\s_-])(consent|gdpr)($|[\s_-])|cookies?[-_]?"
     r"(banner|bar|consent|notice|law|popup|policy|settings|preferences|modal|dialog|wall)",
     re.I,
 )
+
+
+_CONSENT_TAGS = ("div", "section", "aside", "dialog")
 
 
 _FORM_TEXT = 1000  # a form holding more is the page (ASP.NET wraps every page in one)
@@ -132,8 +128,9 @@ def clean(tree: Any, *, main_content: bool) -> None:
         if hidden and not (main_content and _revealed(element)):
             element.drop_tree()
     if main_content:
-        for element in tree.xpath(_CONSENT_CANDIDATES):
-            if element.getparent() is not None and _consent(element):
+        # Banners are blocks; an XPath testing every element's marks cost 2 ms on a 100 KB page.
+        for element in [e for e in tree.iter(*_CONSENT_TAGS) if _consent(e)]:
+            if element.getparent() is not None:
                 element.drop_tree()
     for image in tree.xpath("//img"):
         src = (image.get("src") or "").strip().lower()
@@ -216,9 +213,9 @@ def _seen(element: Any) -> bool:
 
 def _consent(element: Any) -> bool:
     """Tell whether an element is a cookie-consent banner or dialog."""
-    marks = f"{element.get('class') or ''} {element.get('id') or ''}"
-    if _CONSENT.search(marks):
-        return True
+    for mark in (element.get("class"), element.get("id")):
+        if mark and _CONSENT.search(mark):
+            return True
     dialog = element.get("role") == "dialog" or element.get("aria-modal") == "true"
     return dialog and "cookie" in text_of(element).lower()
 
