@@ -40,6 +40,28 @@ def fake() -> Iterator[FakeSystemOne]:
     yield from serve()
 
 
+@pytest.fixture(scope="module")
+def dev_catalog() -> Catalog:
+    """The fixture set's catalog, loaded once: the tests only read it."""
+    return load_catalog([CATALOG])
+
+
+@pytest.fixture(scope="module")
+def real_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real catalog beside the clone, written once as skill folders; skipped when absent."""
+    if not REAL_CATALOG.is_file():
+        pytest.skip(f"{REAL_CATALOG} is absent: the real-catalog queries need the shared data")
+    root = tmp_path_factory.mktemp("real-skills")
+    write_real_catalog(json.loads(REAL_CATALOG.read_text(encoding="utf-8")), root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def real_catalog(real_root: Path) -> Catalog:
+    """The real catalog, loaded once from its folders."""
+    return load_catalog([real_root])
+
+
 @pytest.fixture(autouse=True)
 def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run from an empty folder, so no project config or skill folder joins in."""
@@ -81,9 +103,8 @@ def oracle(fixtures: Path) -> Any:
     return handle
 
 
-def shortlisted_targets() -> int:
+def shortlisted_targets(catalog: Catalog) -> int:
     """Count the fixtures whose expected skill is among the candidates sent."""
-    catalog = load_catalog([CATALOG])
     count = 0
     for fixture in load_fixtures(FIXTURES, catalog):
         request = build_request(catalog, fixture.query, RerankSettings(enabled=True))
@@ -93,8 +114,8 @@ def shortlisted_targets() -> int:
 
 
 class TestFixtureSet:
-    def test_the_fixture_set_has_the_promised_shape(self) -> None:
-        catalog = load_catalog([CATALOG])
+    def test_the_fixture_set_has_the_promised_shape(self, dev_catalog: Catalog) -> None:
+        catalog = dev_catalog
         fixtures = load_fixtures(FIXTURES, catalog)
         assert len(catalog.skills) == 62  # 63 folders, one with disable-model-invocation
         assert len(fixtures) == 194
@@ -102,10 +123,12 @@ class TestFixtureSet:
         assert {f.expect for f in fixtures} - {None} == {s.name for s in catalog.skills}
         assert catalog.diagnostics == ()
 
-    def test_keyword_figures_on_the_fixture_set(self, capsys: pytest.CaptureFixture[str]) -> None:
+    def test_keyword_figures_on_the_fixture_set(
+        self, capsys: pytest.CaptureFixture[str], dev_catalog: Catalog
+    ) -> None:
         code, report = run_json(capsys, "--fixtures", str(FIXTURES))
         assert code == 0
-        catalog = load_catalog([CATALOG])
+        catalog = dev_catalog
         hits = misses = 0
         for line in FIXTURES.read_text().splitlines():
             item = json.loads(line)
@@ -240,6 +263,7 @@ class TestReranked:
         fake: FakeSystemOne,
         monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str],
+        dev_catalog: Catalog,
     ) -> None:
         config = opt_in(tmp_path, monkeypatch, fake)
         fake.handler = oracle(FIXTURES)
@@ -247,7 +271,7 @@ class TestReranked:
         assert code == 0
         reranked = report["modes"]["reranked"]
         # Even a perfect provider can only pick a skill the shortlist sent it.
-        shortlisted = shortlisted_targets()
+        shortlisted = shortlisted_targets(dev_catalog)
         assert reranked["selection"] == [shortlisted, 134] and reranked["no_match"] == [60, 60]
         assert reranked["requests"] == len(fake.requests) == 194
         assert (reranked["input_tokens"], reranked["output_tokens"]) == (321 * 194, 7 * 194)
@@ -330,18 +354,9 @@ def description_terms(catalog: Catalog) -> dict[str, set[str]]:
     }
 
 
-def real_catalog(tmp_path: Path) -> Path:
-    """Write the real catalog beside the clone as skill folders; skip when it is absent."""
-    if not REAL_CATALOG.is_file():
-        pytest.skip(f"{REAL_CATALOG} is absent: the real-catalog queries need the shared data")
-    root = tmp_path / "real-skills"
-    write_real_catalog(json.loads(REAL_CATALOG.read_text(encoding="utf-8")), root)
-    return root
-
-
 class TestHalves:
-    def test_the_held_out_half_has_the_promised_shape(self) -> None:
-        catalog = load_catalog([CATALOG])
+    def test_the_held_out_half_has_the_promised_shape(self, dev_catalog: Catalog) -> None:
+        catalog = dev_catalog
         held_out = load_fixtures(HELD_OUT, catalog)
         assert len(held_out) == 60 and sum(f.expect is None for f in held_out) == 12
         dev_queries = {f.query for f in load_fixtures(FIXTURES, catalog)}
@@ -349,25 +364,29 @@ class TestHalves:
 
     @pytest.mark.parametrize("half", [HELD_OUT, SETS / "realcatalog" / "heldout.jsonl"])
     def test_held_out_queries_share_no_word_with_their_skill(
-        self, half: Path, tmp_path: Path
+        self, half: Path, dev_catalog: Catalog, request: pytest.FixtureRequest
     ) -> None:
         # The held-out method: phrased from the user's side, with no stem of the expected
         # skill's name or description (function words aside).
-        folder = CATALOG if half.parent == CATALOG.parent else real_catalog(tmp_path)
-        catalog = load_catalog([folder])
+        if half.parent == CATALOG.parent:
+            catalog = dev_catalog
+        else:
+            catalog = request.getfixturevalue("real_catalog")
         words = description_terms(catalog)
         for fixture in load_fixtures(half, catalog):
             if fixture.expect is not None:
                 assert not set(terms(fixture.query)) & words[fixture.expect], fixture.query
 
-    def test_a_folder_reports_each_half_and_both(self, capsys: pytest.CaptureFixture[str]) -> None:
+    def test_a_folder_reports_each_half_and_both(
+        self, capsys: pytest.CaptureFixture[str], dev_catalog: Catalog
+    ) -> None:
         code, report = run_json(capsys, "--fixtures", str(CATALOG.parent))
         assert code == 0
         assert list(report["sets"]) == ["dev", "dev_mixed", "heldout", "heldout_mixed"]
         sets = report["sets"]
         assert [half["queries"] for half in sets.values()] == [194, 80, 60, 64]
         assert report["queries"] == 398
-        catalog = load_catalog([CATALOG])
+        catalog = dev_catalog
         for name, path in (("dev", FIXTURES), ("heldout", HELD_OUT), ("heldout_mixed", MIXED)):
             hits = declined = 0
             for fixture in load_fixtures(path, catalog):
@@ -410,9 +429,11 @@ class TestMixedHalves:
     @pytest.mark.parametrize(
         ("path", "least"), [(MIXED, 60), (REAL_MIXED, 120), (REAL_DEV_MIXED2, 160)]
     )
-    def test_the_mix_and_its_spread(self, path: Path, least: int, tmp_path: Path) -> None:
-        folder = CATALOG if path == MIXED else real_catalog(tmp_path)
-        catalog = load_catalog([folder])  # disabled skills are left out, so never expected
+    def test_the_mix_and_its_spread(
+        self, path: Path, least: int, dev_catalog: Catalog, request: pytest.FixtureRequest
+    ) -> None:
+        # Disabled skills are left out of a catalog, so never expected.
+        catalog = dev_catalog if path == MIXED else request.getfixturevalue("real_catalog")
         mixed = load_fixtures(path, catalog)
         assert len(mixed) >= least and len(mixed) % 4 == 0
         assert [f.expect is None for f in mixed] == [n % 4 == 3 for n in range(len(mixed))]
@@ -429,9 +450,9 @@ class TestMixedHalves:
 
 class TestRealCatalog:
     def test_over_a_hundred_labelled_queries_in_two_halves(
-        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+        self, real_root: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        root = real_catalog(tmp_path)
+        root = real_root
         code, report = run_json(
             capsys, "--fixtures", str(SETS / "realcatalog"), "--skills-dir", str(root)
         )
