@@ -11,7 +11,7 @@ MCP_SDK_2 := mcp==2.3.0
 MCP_SDK_1 := mcp==1.26.0
 MCP_STAMPS := .venv-mcp2/.installed .venv-mcp1/.installed
 
-.PHONY: install runtime test lint bench clean serve contract demo dist redis-server wrk chromium vectors searxng
+.PHONY: install runtime test lint bench clean serve contract demo dist redis-server wrk chromium chromium-headless-shell vectors searxng
 
 install: $(STAMP)
 
@@ -57,7 +57,7 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 # by deleting the oldest ones, often other runs' thousands of files.
 TEST_TMP := $(or $(TMPDIR),/tmp)/sift-tests-$(shell id -u)$(subst /,-,$(CURDIR))
 
-test: install redis-server chromium searxng $(WHEELHOUSE)/.done
+test: install redis-server chromium chromium-headless-shell searxng $(WHEELHOUSE)/.done
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist worksteal \
 		--basetemp $(TEST_TMP)
 
@@ -80,7 +80,7 @@ serve: runtime
 # Real-client contracts: the Firecrawl SDK and the Hermes agent against /v2/search, the
 # TypeSafe SDK against the System One bodies and the fake's answers; the MCP
 # SDK (2.x in its three modes, 1.26.0 as Hermes uses it) driving `sift mcp` over stdio.
-contract: $(CONTRACT_STAMP) $(MCP_STAMPS) chromium
+contract: $(CONTRACT_STAMP) $(MCP_STAMPS) chromium chromium-headless-shell
 	$(BIN)/python -m pytest -q -m contract tests/contract
 	.venv-mcp2/bin/python -m pytest -q -m contract tests/contract/mcp_clients
 	.venv-mcp1/bin/python -m pytest -q -m contract tests/contract/mcp_clients
@@ -106,10 +106,11 @@ searxng: $(if $(SEARXNG_TARBALL),.venv-searxng/.installed)
 	touch $@
 
 # The shared-store tests start a real redis-server, the bench drives gateways with wrk, and
-# the report's browser test renders in chromium: Debian packages, installed when missing
-# (apt-get retried while another install holds its lock).
+# the browser tests render in chromium-headless-shell (sift's default browser) and check the guard
+# in chromium too: Debian packages, installed when missing (apt-get retried while another install
+# holds its lock).
 # Without root or apt the tests that need it skip, saying why (and fail under CI).
-redis-server wrk chromium:
+redis-server wrk chromium chromium-headless-shell:
 	@command -v $@ >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
 		&& for i in 1 2 3 4 5 6; do \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $@; } \
