@@ -18,6 +18,9 @@ from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.metrics import Metrics
 
 TIMEOUT = 10.0  # the hostile pages' deadline; the fine page after each gets the default
+# A page that never yields burns a core until its deadline, which is all it proves: a short one.
+# The static page it falls back to was read and converted before the render began.
+LOOP_TIMEOUT = 4.0
 FINE = b"""<!doctype html><html><head><title>Fine</title></head><body><div id="root"></div>
 <script>document.getElementById('root').innerHTML = '<article><h1>Fine</h1><p>' +
   'The next render reads normally. '.repeat(12) + '</p></article>';</script></body></html>"""
@@ -51,9 +54,9 @@ HOSTILE = {
         f"document.getElementById('root').innerHTML = '{TEXT}</p></article>';"
         "</script></body></html>"
     ),
-    "/requests": (
+    "/requests": (  # Chromium sends six to one host at once (they hang) and queues the rest
         f'<html><body><div id="root"></div><script>'
-        "for (var i = 0; i < 5000; i++) { fetch('/hang?' + i).catch(function () {}); }"
+        "for (var i = 0; i < 2000; i++) { fetch('/hang?' + i).catch(function () {}); }"
         f"document.getElementById('root').innerHTML = '{TEXT}</p></article>';"
         "</script></body></html>"
     ),
@@ -94,13 +97,21 @@ def fine(fetch: Fetcher, site: PageServer) -> None:
     assert result.render_ms is not None
 
 
-@pytest.mark.parametrize("path", ["/loop", "/loop-later", "/memory", "/buffers"])
+@pytest.mark.parametrize(
+    ("path", "timeout"),
+    [
+        ("/loop", LOOP_TIMEOUT),
+        ("/loop-later", LOOP_TIMEOUT),
+        ("/memory", TIMEOUT),
+        ("/buffers", TIMEOUT),
+    ],
+)
 def test_a_page_that_never_yields_costs_one_render(
-    fetch: Fetcher, site: PageServer, path: str
+    fetch: Fetcher, site: PageServer, path: str, timeout: float
 ) -> None:
     started = time.monotonic()
-    result = fetch.fetch(FetchRequest(url=site.url + path, render=True, timeout=TIMEOUT))
-    assert time.monotonic() - started < TIMEOUT + 1.5
+    result = fetch.fetch(FetchRequest(url=site.url + path, render=True, timeout=timeout))
+    assert time.monotonic() - started < timeout + 1.5
     assert result.render_ms is None  # the static page, saying why it is not rendered
     assert any(warning.startswith("render failed: ") for warning in result.warnings)
     assert "The hostile page has some text of its own." in result.content
@@ -139,7 +150,7 @@ def test_thousands_of_requests_cost_one_render(fetch: Fetcher, site: PageServer)
         assert any(warning.startswith("render failed: ") for warning in result.warnings)
     else:
         assert "The hostile page has some text of its own." in result.content
-    assert len(site.paths()) < 5000
+    assert len(site.paths()) < 2000
     fine(fetch, site)
 
 
