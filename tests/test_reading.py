@@ -55,16 +55,16 @@ def test_a_thread_keeps_every_post_in_order_with_its_author_and_date() -> None:
     assert "Who is online" not in content and "Register" not in content
 
 
-def test_a_simple_machines_thread_names_the_author_of_every_post() -> None:
+def test_a_simple_machines_thread_names_the_author_and_date_of_every_post() -> None:
     document = read("thread-smf.html", "https://forum.example.org/index.php?topic=5123.0")
     assert document.page_type == "forum"
     content = document.content
     assert_in_order(
         content,
-        "**Biology Forums**\n\nI'm curious how members here have used AI",
-        "**Arantor**\n\nMost boards that tried it used it for a first-pass answer",
-        "**Biology Forums**\n\nThat matches what we saw",
-        "**Kindred**\n\nSummaries of very long topics",
+        "**Biology Forums** · June 04, 2024, 11:23:55 AM\n\nI'm curious how members here",
+        "**Arantor** · June 09, 2024, 03:29:46 AM\n\nMost boards that tried it used it",
+        "**Biology Forums** · June 09, 2024, 09:12:05 AM\n\nThat matches what we saw",
+        "**Kindred** · June 10, 2024, 06:40:31 PM\n\nSummaries of very long topics",
     )
     assert "Powered by coffee" not in content  # signatures are not posts
 

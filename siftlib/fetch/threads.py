@@ -118,6 +118,10 @@ def _author_and_date(body: Any) -> tuple[str, str]:
                     author = text
             if not date and element.tag == "time":
                 date = (element.get("datetime") or element.text_content()).strip()
+            elif not date and "postinfo" in _classes(element):
+                # Simple Machines: the post's own link, named by its date
+                link = next(element.iter("a"), None)
+                date = " ".join(link.text_content().split()) if link is not None else ""
         if author:
             break
     return author, date
