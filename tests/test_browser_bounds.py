@@ -107,8 +107,14 @@ def fine(fetch: Fetcher, site: PageServer) -> None:
     ],
 )
 def test_a_page_that_never_yields_costs_one_render(
-    fetch: Fetcher, site: PageServer, path: str, timeout: float
+    fetch: Fetcher, site: PageServer, path: str, timeout: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each is ended by its own bound: the deadline (the loops), the renderer's JavaScript heap
+    (/memory: a crash) or the browser's memory bound (/buffers)."""
+    renderer = fetch.renderer
+    assert renderer is not None and renderer._browser is not None  # every test ends with fine()
+    if path == "/buffers":  # the memory bound at a smaller scale: 512 MiB over the idle browser
+        monkeypatch.setattr(renderer, "memory_bound", renderer._browser.rss() + 512 * 1024**2)
     started = time.monotonic()
     result = fetch.fetch(FetchRequest(url=site.url + path, render=True, timeout=timeout))
     assert time.monotonic() - started < timeout + 1.5

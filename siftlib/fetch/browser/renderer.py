@@ -12,7 +12,8 @@ never renders never pays for it), in a fresh temporary profile, with the switche
 own deadline, so a slow first launch costs the first render, not a stuck request. The
 browser is killed (its whole process group) and started again on the next render when it
 exits or crashes, when it leaves a call unanswered (a hung browser), or when its processes
-together hold more than `MEMORY_BOUND` bytes of RSS (checked while every render waits).
+together hold more than `memory_bound` bytes of RSS (`MEMORY_BOUND`; checked while every
+render waits).
 At most `pages` renders run at once; the others wait, within their deadline.
 
 Popups: the headless shell opens none (`--block-new-web-contents`; chromium ignores it); in
@@ -178,6 +179,7 @@ class Renderer:
         self.settings = settings
         self.guard = guard
         self.metrics = metrics
+        self.memory_bound = MEMORY_BOUND  # the tests prove the bound at a smaller scale
         self._connect = connect
         self._slots = threading.BoundedSemaphore(settings.pages)
         self._lock = threading.Lock()
@@ -288,7 +290,7 @@ class Renderer:
         def check_memory() -> None:
             if cancel is not None and cancel.is_set():
                 raise Cancelled("cancelled")
-            if browser.rss() > MEMORY_BOUND:
+            if browser.rss() > self.memory_bound:
                 self._restart(browser, "memory")
                 raise self._failed("memory", "the browser passed its memory bound")
 
@@ -318,7 +320,7 @@ class Renderer:
         finally:
             proxy.close()
         self._count("browser_renders")
-        if browser.rss() > MEMORY_BOUND:
+        if browser.rss() > self.memory_bound:
             self._restart(browser, "memory")
         return rendered
 
