@@ -38,12 +38,23 @@ def site() -> Iterator[PageServer]:
         yield server
 
 
-@pytest.fixture
-def browsing(tmp_path: Path, site: PageServer) -> Iterator[Gateway]:
+def browser_gateway(directory: Path, site: PageServer) -> Iterator[Gateway]:
     need_chromium()
     fetch = FetchConfig(allow=(site.allow,), timeout=40.0, browser=BrowserConfig(enabled=True))
-    with gateway(tmp_path, callers={"agent": TOKEN}, fetch=fetch) as running:
+    with gateway(directory, callers={"agent": TOKEN}, fetch=fetch) as running:
         yield running
+
+
+@pytest.fixture(scope="module")
+def browsing(tmp_path_factory: pytest.TempPathFactory, site: PageServer) -> Iterator[Gateway]:
+    """One gateway with the browser on for the tests that only read what it answers."""
+    yield from browser_gateway(tmp_path_factory.mktemp("browsing"), site)
+
+
+@pytest.fixture
+def fresh(tmp_path: Path, site: PageServer) -> Iterator[Gateway]:
+    """A gateway whose browser has not rendered yet."""
+    yield from browser_gateway(tmp_path, site)
 
 
 @pytest.fixture
@@ -101,12 +112,12 @@ def test_a_refused_navigation_is_a_400_blocked(browsing: Gateway, site: PageServ
     assert idle.connections == 0
 
 
-def test_healthz_and_metrics_speak_of_the_browser(browsing: Gateway, site: PageServer) -> None:
-    health = call(browsing.url, "GET", "/healthz")
+def test_healthz_and_metrics_speak_of_the_browser(fresh: Gateway, site: PageServer) -> None:
+    health = call(fresh.url, "GET", "/healthz")
     assert health.json["browser"] == {"available": True, "running": False}
-    call(browsing.url, "POST", "/v1/fetch", {"url": site.url + "/app"}, token=TOKEN, timeout=60)
-    assert call(browsing.url, "GET", "/healthz").json["browser"]["running"] is True
-    metrics = call(browsing.url, "GET", "/metrics", token=TOKEN).json
+    call(fresh.url, "POST", "/v1/fetch", {"url": site.url + "/app"}, token=TOKEN, timeout=60)
+    assert call(fresh.url, "GET", "/healthz").json["browser"]["running"] is True
+    metrics = call(fresh.url, "GET", "/metrics", token=TOKEN).json
     assert metrics["browser_renders"] == 1
 
 
