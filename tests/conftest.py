@@ -44,12 +44,15 @@ _HOMES = itertools.count()
 
 
 @pytest.fixture(autouse=True, scope="session")
-def conversion_workers() -> None:
+def conversion_workers(request: pytest.FixtureRequest) -> None:
     """Start this test process's conversion workers once, before any test's fetch deadline.
 
     A worker's first imports take a second, many on a loaded machine: a cold start must not
-    turn a test's short fetch deadline into a 408.
+    turn a test's short fetch deadline into a 408. A run of only `realdata` tests (the child
+    pytest of test_realdata.py) converts no page and starts none.
     """
+    if all(item.get_closest_marker("realdata") for item in request.session.items):
+        return
     from gatewaykit import warm_conversion_pool
 
     warm_conversion_pool()
