@@ -113,9 +113,7 @@ class PageServer:
         scheme = "http" if ssl_context is None else "https"
         self.url = f"{scheme}://{host}:{self.port}"
         self.allow = f"{host}:{self.port}"
-        threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True
-        ).start()
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
 
     def paths(self) -> list[str]:
         """Return the paths requested so far, in order."""

@@ -221,7 +221,7 @@ def serve() -> Iterator[FakeSystemOne]:
     fake = FakeSystemOne()
     server = QuietServer(("127.0.0.1", 0), _handler_class(fake))  # clients abort, by design
     fake.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, args=(0.005,), daemon=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
         yield fake
