@@ -10,7 +10,6 @@ import http.client
 import json
 import os
 import re
-import selectors
 import signal
 import socket
 import subprocess
@@ -20,13 +19,14 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
 from siftlib.config import FetchConfig, Secrets, load_config
 from siftlib.fetch.fetcher import Fetcher
 from siftlib.gateway.server import GatewayServer
+from siftlib.gateway.waking import WakingServer
 from siftlib.metrics import Metrics
 from siftlib.search.pipeline import Searcher
 from siftlib.store.factory import open_store
@@ -34,44 +34,10 @@ from siftlib.store.factory import open_store
 REPO = Path(__file__).resolve().parent.parent
 
 
-class QuietServer(ThreadingHTTPServer):
-    """A loopback test server that takes a client hanging up in silence, and never polls.
-
-    The stdlib's `serve_forever` wakes every `poll_interval` to look for `shutdown()`: at the
-    5 ms a test needs to stop at once, ~1 % of a core per idle server. Here `shutdown()`
-    wakes the wait itself.
-    """
+class QuietServer(WakingServer):
+    """A loopback test server that takes a client hanging up in silence, and never polls."""
 
     daemon_threads = True
-
-    def server_activate(self) -> None:
-        super().server_activate()
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._stopping = False
-        self._stopped = threading.Event()
-
-    def serve_forever(self, poll_interval: float = 0.5) -> None:
-        """Serve until `shutdown()`; `poll_interval` is ignored: nothing polls."""
-        with selectors.DefaultSelector() as selector:
-            selector.register(self, selectors.EVENT_READ)
-            selector.register(self._wake_read, selectors.EVENT_READ)
-            try:
-                while not self._stopping:
-                    if any(key.fileobj is self for key, _ in selector.select()):
-                        self._handle_request_noblock()
-            finally:
-                self._stopped.set()
-
-    def shutdown(self) -> None:
-        """Stop `serve_forever` and wait until it has returned."""
-        self._stopping = True
-        self._wake_write.send(b"x")
-        self._stopped.wait()
-
-    def server_close(self) -> None:
-        super().server_close()
-        self._wake_read.close()
-        self._wake_write.close()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         # sift may drop a slow or pooled upstream connection; socketserver would print that
@@ -278,9 +244,7 @@ def gateway(
         restricted=config.permit_restricted,
         **options,
     )
-    thread = threading.Thread(
-        target=server.serve_forever, kwargs={"poll_interval": 0.005}, daemon=True
-    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     gw = Gateway(
         server=server,

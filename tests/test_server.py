@@ -800,7 +800,7 @@ def test_the_gateway_listens_on_ipv6_loopback(tmp_path: Path, searxng: FakeUpstr
     config = load_config(str(write_config(tmp_path, searxng=searxng.url)))
     searcher = Searcher(config, Secrets({}, environ={}))
     server = GatewayServer(("::1", 0), searcher, callers={})
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread = threading.Thread(target=server.serve_forever)
     thread.start()
     try:
         conn = http.client.HTTPConnection("::1", server.server_port, timeout=30)

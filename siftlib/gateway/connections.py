@@ -22,10 +22,10 @@ import threading
 import time
 from contextlib import suppress
 from http import HTTPStatus
-from http.server import ThreadingHTTPServer
 from typing import Any, Protocol
 
 from siftlib.gateway import api, wire
+from siftlib.gateway.waking import WakingServer
 from siftlib.metrics import Metrics
 
 log = logging.getLogger("sift.http")
@@ -59,7 +59,7 @@ class Connection(Protocol):
     def evict(self) -> None: ...
 
 
-class ConnectionTable(ThreadingHTTPServer):
+class ConnectionTable(WakingServer):
     """A threaded HTTP server whose open connections are bounded, per client and in all."""
 
     daemon_threads = True
