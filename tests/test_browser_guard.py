@@ -163,7 +163,12 @@ def test_addresses_no_test_can_listen_on_are_refused_by_the_proxy(
         {"script": "window.location.href = 'http://127.0.0.1:{port}/next';"},
         {"head": '<meta http-equiv="refresh" content="0;url=http://127.0.0.1:{port}/next">'},
         {"script": "window.location.replace('http://localhost:{port}/next');"},
-        {"script": "setTimeout(function () {{ location = 'https://127.0.0.1:{port}/'; }}, 100);"},
+        # Late: from the load event itself. A timer counted from the script's start could fire
+        # after the render had settled on a starved machine (it did, under six xdist workers).
+        {
+            "script": "addEventListener('load', function () {{"
+            " location = 'https://127.0.0.1:{port}/'; }});"
+        },
     ],
     ids=["js-redirect", "meta-refresh", "replace-to-localhost", "late-https-redirect"],
 )
