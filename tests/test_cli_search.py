@@ -16,7 +16,9 @@ from siftlib.cli import main
 
 def config(tmp_path: Path, httpserver: HTTPServer, *, sources: str = "searxng") -> str:
     text = f'[server]\ndb = "{tmp_path / "server.db"}"\nsecret_env = "{tmp_path / "secret.env"}"\n'
-    text += '[search]\ntimeout = "2s"\n'
+    # No test here is about the deadline; 2 s, which a child process's start under eight busy
+    # xdist workers can use up, failed a search whose fake had answered.
+    text += '[search]\ntimeout = "10s"\n'
     for name in sources.split(","):
         text += f'[search.{name}]\nenabled = true\nurl = "{httpserver.url_for(name)}"\n'
     path = tmp_path / "config.toml"

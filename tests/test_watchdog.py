@@ -55,11 +55,12 @@ def test_an_earlier_entry_wakes_a_thread_sleeping_towards_a_later_one(watchdog: 
 def test_deadlines_of_every_length_expire_in_due_order(watchdog: Watchdog) -> None:
     fired: list[float] = []
     done = threading.Event()
-    now = time.monotonic()
+    # A second's start: a starved test thread still files every watch before the first is due.
+    start = time.monotonic() + 1.0
     lengths = [0.3, 0.1, 0.2, 0.1, 0.25, 0.05]
     for length in lengths:
-        watchdog.watch(now + length, lambda length=length: fired.append(length))
-    watchdog.watch(now + 0.4, done.set)
+        watchdog.watch(start + length, lambda length=length: fired.append(length))
+    watchdog.watch(start + 0.4, done.set)
     assert done.wait(10)
     assert fired == sorted(lengths)
 
