@@ -48,7 +48,7 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 	$(BIN)/python -m pip wheel -q -w $(WHEELHOUSE) . 'setuptools>=77'
 	touch $@
 
-# Three pytest-xdist workers on two cores: much of the suite waits on child processes, sockets and
+# Six pytest-xdist workers on two cores: much of the suite waits on child processes, sockets and
 # timeouts, which the other workers fill (docs/development.md); worksteal evens out the long tests.
 # Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: else every worker rewrites every
 # test module's asserts, and every child process compiles siftlib, on every run. Temporary files
@@ -58,7 +58,7 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 TEST_TMP := $(or $(TMPDIR),/tmp)/sift-tests-$(shell id -u)$(subst /,-,$(CURDIR))
 
 test: install redis-server chromium chromium-headless-shell searxng $(WHEELHOUSE)/.done
-	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 3 --dist worksteal \
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 6 --dist worksteal \
 		--basetemp $(TEST_TMP)
 
 # dist/sift-<version>-py3-none-any.whl: what an agent's machine or /opt/sift/.venv installs.
