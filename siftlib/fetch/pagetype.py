@@ -87,11 +87,18 @@ def for_sale(tree: Any, objects: list[dict[str, Any]]) -> bool:
     A service page may carry a `Product` for its review stars; only a product has an offer.
     """
     types = _types(objects)
-    if types["Offer"] or types["AggregateOffer"]:
-        return True
-    return any(
-        m.get("property") == "og:type" and (m.get("content") or "").strip().lower() == "product"
-        for m in tree.iter("meta")
+    return bool(types["Offer"] or types["AggregateOffer"]) or _og_type(tree) == "product"
+
+
+def _og_type(tree: Any) -> str:
+    """Return the page's Open Graph type (`og:type`) in lower case, or ""."""
+    return next(
+        (
+            (m.get("content") or "").strip().lower()
+            for m in tree.iter("meta")
+            if m.get("property") == "og:type"
+        ),
+        "",
     )
 
 
@@ -125,10 +132,7 @@ def page_type(
     )
     body = tree.find("body")
     marks = f"{head} {body.get('class', '') if body is not None else ''} {tree.get('class', '')}"
-    og_type = next(
-        (m.get("content", "").lower() for m in tree.iter("meta") if m.get("property") == "og:type"),
-        "",
-    )
+    og_type = _og_type(tree)
     itemtypes = " ".join(str(t) for t in tree.xpath("//@itemtype")[:200])
     if (
         any(types[name] for name in _FORUM_TYPES)
