@@ -131,6 +131,11 @@ def test_a_fill_through_one_gateway_is_a_hit_through_the_other_but_partitions_st
     assert search(second, "private fill", caller="alice")["cached"] is True
 
 
+def store_up(url: str) -> Any:
+    """Return a gateway's `store_up` gauge, read from its metrics."""
+    return call(url, "GET", "/metrics", token=TOKENS["bob"]).json["store_up"]
+
+
 def test_the_store_killed_under_load_then_restarted(
     fleet: Callable[..., Fleet], tavily: FakeUpstream, shared_redis: RedisServer
 ) -> None:
@@ -154,28 +159,30 @@ def test_the_store_killed_under_load_then_restarted(
     ]
     for thread in threads:
         thread.start()
-    wait_until(lambda: len(answers) >= 20, "20 answers", limit=60)
-    assert call(urls[0], "GET", "/healthz").json["store"] == "redis"
-    metrics = call(urls[0], "GET", "/metrics", token=TOKENS["bob"]).json
-    assert metrics["store_up"] == {"kind=redis": 1}
-    shared_redis.kill()
-    before = len(tavily.calls)
-    assert before < cap  # the cap is not reached yet: what follows tests the leases
-    # Keep going well past the kill: every search answers, uncached.
-    wait_until(
-        lambda: sum("store: unavailable" in a["warnings"] for a in answers) >= 60,
-        "60 answers without the store",
-        limit=60,
-    )
-    for url in urls:
-        health = call(url, "GET", "/healthz").json
-        assert health["status"] == "degraded"
-        assert "store: redis unreachable" in health["degraded"]
-        metrics = call(url, "GET", "/metrics", token=TOKENS["bob"]).json
-        assert metrics["store_up"] == {"kind=redis": 0}
-    stop.set()
-    for thread in threads:
-        thread.join(60)
+    try:
+        wait_until(lambda: len(answers) >= 20, "20 answers", limit=60)
+        assert call(urls[0], "GET", "/healthz").json["store"] == "redis"
+        # A starved machine can make three replies in a row late, which marks the store down for
+        # a second: what matters is that it is up before the kill.
+        wait_until(lambda: store_up(urls[0]) == {"kind=redis": 1}, "the store up under load")
+        shared_redis.kill()
+        before = len(tavily.calls)
+        assert before < cap  # the cap is not reached yet: what follows tests the leases
+        # Keep going well past the kill: every search answers, uncached.
+        wait_until(
+            lambda: sum("store: unavailable" in a["warnings"] for a in answers) >= 60,
+            "60 answers without the store",
+            limit=60,
+        )
+        for url in urls:
+            health = call(url, "GET", "/healthz").json
+            assert health["status"] == "degraded"
+            assert "store: redis unreachable" in health["degraded"]
+            assert store_up(url) == {"kind=redis": 0}
+    finally:  # a failure above must not leave eight threads searching a stopped fleet
+        stop.set()
+        for thread in threads:
+            thread.join(60)
     outage = [a for a in answers if "store: unavailable" in a["warnings"]]
     assert len(outage) >= 60
     # Each gateway spends only its lease (booked on the store before the kill, at most half
