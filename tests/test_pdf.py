@@ -411,6 +411,10 @@ def test_a_hung_parser_is_killed_at_the_deadline_while_others_are_answered(
     )
     worker.start()
     busy = _busy_worker()
+    # Frozen mid-read, the parser hangs without taking a core from the rest of the suite for
+    # the whole deadline: to the pool a stopped reader and a spinning one look alike (no
+    # answer), and SIGKILL ends either.
+    os.kill(busy, signal.SIGSTOP)
     _others_answer(isolated, site)
     worker.join(timeout=20)
     assert answers and answers[0][0] == 408, answers
