@@ -30,11 +30,12 @@ def run_realdata_tests(where: Path, basetemp: Path) -> str:
     """Run every `realdata` test in a child pytest with the data at `where`; return its report.
 
     The child keeps its temporary files under `basetemp`: in the shared numbered folders it
-    would delete the oldest of them, whole earlier runs of the suite (seconds of rm -rf).
+    would delete the oldest of them, whole earlier runs of the suite (seconds of rm -rf). It
+    loads no plugin these tests do not use (xdist, anyio: ~0.15 CPU-s of imports each run).
     """
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rs", "-m", "realdata", "-p", "no:cacheprovider"]
-        + ["--basetemp", str(basetemp)]
+        + ["-p", "no:xdist", "-p", "no:anyio", "--basetemp", str(basetemp)]
         + [f"tests/{name}" for name in FILES],
         cwd=REPO,
         env={**os.environ, "SIFT_REALDATA": str(where)},
