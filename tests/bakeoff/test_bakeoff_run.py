@@ -231,25 +231,20 @@ def _said(done: Any) -> list[str]:
     return [line for line in done.stderr.splitlines() if line.startswith("sift bakeoff run:")]
 
 
-def test_targets_are_optional(tmp_path, providers):
+def test_targets_are_optional_and_the_worst_case_spend_is_said_before_the_first_paid_call(
+    tmp_path, providers
+):
+    # One run for both: each run is a process making 16 searches.
     done = _sift_run(tmp_path, write_config(tmp_path, providers))
     assert done.returncode == 0, done.stderr
     assert len(_lines(tmp_path / "run")) == 16
     assert not (tmp_path / "run" / "targets.txt").exists()  # the report says target rates n/a
-
-
-def test_the_worst_case_spend_is_said_before_the_first_paid_call(tmp_path, providers):
-    done = _sift_run(tmp_path, write_config(tmp_path, providers))
     first = _said(done)[0]
     assert done.stderr.index("worst case") < done.stderr.index("query 1/4")
     # Per query: Brave in +brave and +brave+tavily, Tavily in +brave+tavily and direct.
     assert first == (
         "sift bakeoff run: worst case 16 paid calls for 4 queries (8 Brave calls, 8 Tavily credits)"
     )
-    again = tmp_path / "capped"
-    again.mkdir()
-    capped = _sift_run(again, write_config(again, providers), "--max-credits", "20")
-    assert _said(capped)[0].endswith("; --max-credits 20 caps it")
 
 
 def test_a_free_run_says_no_spend(tmp_path, providers):
@@ -280,6 +275,11 @@ def test_on_a_terminal_a_paid_run_wants_yes_or_max_credits(tmp_path, providers):
 def test_skipped_lines_are_counted_at_the_end(tmp_path, providers):
     done = _sift_run(tmp_path, write_config(tmp_path, providers), "--max-credits", "5")
     assert done.returncode == 0
+    # The worst case is said first, with the ceiling that caps it.
+    assert _said(done)[0] == (
+        "sift bakeoff run: worst case 16 paid calls for 4 queries (8 Brave calls, 8 Tavily "
+        "credits); --max-credits 5 caps it"
+    )
     assert _said(done)[-1] == (
         "sift bakeoff run: --max-credits 5 reached; lines skipped: searxng+brave 2, "
         "searxng+brave+tavily 3, tavily-direct 3 (of 4 each). Only configurations that ran "
