@@ -3,24 +3,30 @@
 Each page is served through a pinhole for exactly its own port; a sentinel listener on
 another loopback port must receive nothing, whatever the page's scripts, subresources,
 redirects or sockets aim at it. Addresses no test can listen on (cloud metadata, a private
-network) are proven refused by the proxy's own count.
+network) are proven refused by the proxy's own count. The subresource escapes are all tried
+by one page in one render (`escapes`), each aimed at a port or address of its own, so each
+test reads its own outcome from the proxy's refusals.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 from collections.abc import Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import pytest
 from browserkit import mapped, rendering
 from fetchkit import Listener, PageServer, page
 
 from siftlib.errors import Blocked
-from siftlib.fetch.browser.proxy import RenderProxy
-from siftlib.fetch.browser.renderer import BROWSERS
+from siftlib.fetch.browser.proxy import Refusal, RenderProxy
+from siftlib.fetch.browser.renderer import BROWSERS, browser_command
 from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.fetch.guard import Guard
+from siftlib.fetch.models import FetchResult
 from siftlib.metrics import Metrics
 
 BODY = """<!doctype html><html><head><title>Escape</title>{head}</head><body>
@@ -89,21 +95,67 @@ SUBRESOURCES = {
 }
 
 
+ADDRESSES = [  # what no test can listen on, and the guard's rule for it
+    ("http://169.254.169.254/latest/meta-data/", "metadata"),
+    ("http://10.0.0.7/", "private"),
+    ("http://192.168.1.1:8080/", "private"),
+    ("http://[::1]/", "loopback"),
+    ("http://[fd00:ec2::254]/", "metadata"),
+]
+
+
+@dataclass
+class Escapes:
+    """One render of a page that tries every escape above at once, and what each one reached."""
+
+    result: FetchResult
+    idle: dict[str, Listener]  # each attempt's own loopback listener, closed after the render
+    refused: list[Refusal]  # what the render's proxy refused, in order
+    counted: dict[str, float]  # `browser_proxy_refusals` by rule, counted during the render
+
+
+@pytest.fixture(scope="module")
+def escapes(fetch: Fetcher, site: PageServer, metrics: Metrics) -> Iterator[Escapes]:
+    """Each attempt aims at a port of its own, so each test below reads its own outcome."""
+    renderer = fetch.renderer
+    assert renderer is not None
+    refused: list[Refusal] = []
+    count = renderer._refused
+
+    def note(refusal: Refusal) -> None:
+        refused.append(refusal)
+        count(refusal)
+
+    before = refusals(metrics)
+    parts: dict[str, list[str]] = {"head": [], "body": [], "script": []}
+    with contextlib.ExitStack() as stack, pytest.MonkeyPatch.context() as patch:
+        idle = {attempt: stack.enter_context(Listener()) for attempt in SUBRESOURCES}
+        for attempt, listener in idle.items():
+            for key, value in SUBRESOURCES[attempt].items():
+                parts[key].append(value.format(port=listener.port))
+        for target, _ in ADDRESSES:
+            parts["script"].append(f"fetch('{target}').catch(function () {{}});")
+            parts["body"].append(f'<img src="{target}">')
+        site.routes["/escapes"] = page(
+            escape(**{key: "\n".join(value) for key, value in parts.items()})
+        )
+        patch.setattr(renderer, "_refused", note)
+        result = fetch.fetch(FetchRequest(url=site.url + "/escapes", render=True, wait_for=0.5))
+    after = refusals(metrics)
+    counted = {rule: after[rule] - before.get(rule, 0) for rule in after}
+    yield Escapes(result, idle, refused, counted)
+
+
 @pytest.mark.parametrize("attempt", list(SUBRESOURCES))
-def test_a_subresource_aimed_at_loopback_fails_alone(
-    fetch: Fetcher, site: PageServer, metrics: Metrics, attempt: str
-) -> None:
-    before = sum(refusals(metrics).values())
-    with Listener() as idle:
-        parts = {key: value.format(port=idle.port) for key, value in SUBRESOURCES[attempt].items()}
-        path = "/sub-" + str(abs(hash(attempt)))
-        site.routes[path] = page(escape(**parts))
-        result = fetch.fetch(FetchRequest(url=site.url + path, render=True, wait_for=0.5))
+def test_a_subresource_aimed_at_loopback_fails_alone(escapes: Escapes, attempt: str) -> None:
+    idle = escapes.idle[attempt]
     assert idle.connections == 0
     assert idle.received == b""
-    assert result.render_ms is not None
-    assert "The page rendered although its escape failed." in result.content
-    assert sum(refusals(metrics).values()) > before
+    assert escapes.result.render_ms is not None
+    assert "The page rendered although its escape failed." in escapes.result.content
+    mine = [refusal.rule for refusal in escapes.refused if refusal.port == idle.port]
+    assert mine != [] and set(mine) <= {"loopback", "name"}  # `localhost` is refused by name
+    assert all(escapes.counted.get(f"rule={rule}", 0) >= 1 for rule in mine)
 
 
 WEBRTC = """var pc = new RTCPeerConnection({{iceServers: [
@@ -114,14 +166,19 @@ pc.createOffer().then(function (offer) {{ return pc.setLocalDescription(offer); 
 
 
 @pytest.mark.parametrize("browser", [name for name in BROWSERS if shutil.which(name)] or ["auto"])
-def test_webrtc_sends_nothing_around_the_proxy(site: PageServer, browser: str) -> None:
+def test_webrtc_sends_nothing_around_the_proxy(
+    site: PageServer, browser: str, request: pytest.FixtureRequest
+) -> None:
     """ICE would send STUN over UDP (which no HTTP proxy carries) and TURN over TCP; each
-    browser `auto` may start has its own switch for the policy that forbids it."""
-    with (
-        Listener() as turn,
-        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as stun,
-        rendering(site.allow, executable=browser) as fetch,
-    ):
+    browser `auto` may start has its own switch for the policy that forbids it. The one `auto`
+    starts is the module's own; another is started for this test."""
+    with contextlib.ExitStack() as stack:
+        turn = stack.enter_context(Listener())
+        stun = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+        if browser == browser_command("auto"):
+            fetch: Fetcher = request.getfixturevalue("fetch")
+        else:
+            fetch = stack.enter_context(rendering(site.allow, executable=browser))
         stun.bind(("127.0.0.1", 0))
         script = WEBRTC.format(udp=stun.getsockname()[1], tcp=turn.port)
         site.routes["/webrtc"] = page(escape(script=script))
@@ -134,27 +191,19 @@ def test_webrtc_sends_nothing_around_the_proxy(site: PageServer, browser: str) -
     assert "The page rendered although its escape failed." in result.content
 
 
-@pytest.mark.parametrize(
-    ("target", "rule"),
-    [
-        ("http://169.254.169.254/latest/meta-data/", "metadata"),
-        ("http://10.0.0.7/", "private"),
-        ("http://192.168.1.1:8080/", "private"),
-        ("http://[::1]/", "loopback"),
-        ("http://[fd00:ec2::254]/", "metadata"),
-    ],
-)
+@pytest.mark.parametrize(("target", "rule"), ADDRESSES)
 def test_addresses_no_test_can_listen_on_are_refused_by_the_proxy(
-    fetch: Fetcher, site: PageServer, metrics: Metrics, target: str, rule: str
+    escapes: Escapes, target: str, rule: str
 ) -> None:
-    before = refusals(metrics).get(f"rule={rule}", 0)
-    path = f"/addr-{abs(hash(target))}"
-    site.routes[path] = page(
-        escape(script=f"fetch('{target}').catch(function () {{}});", body=f'<img src="{target}">')
-    )
-    result = fetch.fetch(FetchRequest(url=site.url + path, render=True))
-    assert "The page rendered although its escape failed." in result.content
-    assert refusals(metrics).get(f"rule={rule}", 0) >= before + 1
+    aimed = urlsplit(target)
+    mine = [
+        refusal.rule
+        for refusal in escapes.refused
+        if (refusal.host, refusal.port) == (aimed.hostname, aimed.port or 80)
+    ]
+    assert mine != [] and set(mine) == {rule}
+    assert escapes.counted.get(f"rule={rule}", 0) >= 1
+    assert "The page rendered although its escape failed." in escapes.result.content
 
 
 @pytest.mark.parametrize(
