@@ -140,7 +140,7 @@ def test_render_true_renders_and_render_false_does_not(fetch: Fetcher, site: Pag
 def test_wait_for_waits_after_load(fetch: Fetcher, site: PageServer) -> None:
     hasty = fetch.fetch(FetchRequest(url=site.url + "/waited", render=True))
     assert "Written a second and a half after load" not in hasty.content
-    patient = fetch.fetch(FetchRequest(url=site.url + "/waited", render=True, wait_for=3.0))
+    patient = fetch.fetch(FetchRequest(url=site.url + "/waited", render=True, wait_for=2.0))
     assert "Written a second and a half after load" in patient.content
 
 
