@@ -46,15 +46,18 @@ def browser_gateway(directory: Path, site: PageServer) -> Iterator[Gateway]:
 
 
 @pytest.fixture(scope="module")
-def browsing(tmp_path_factory: pytest.TempPathFactory, site: PageServer) -> Iterator[Gateway]:
-    """One gateway with the browser on for the tests that only read what it answers."""
-    yield from browser_gateway(tmp_path_factory.mktemp("browsing"), site)
+def started(
+    tmp_path_factory: pytest.TempPathFactory, site: PageServer
+) -> Iterator[tuple[Gateway, dict[str, object]]]:
+    """One gateway with the browser on, and what its /healthz said before its first render."""
+    for running in browser_gateway(tmp_path_factory.mktemp("browsing"), site):
+        yield running, call(running.url, "GET", "/healthz").json
 
 
-@pytest.fixture
-def fresh(tmp_path: Path, site: PageServer) -> Iterator[Gateway]:
-    """A gateway whose browser has not rendered yet."""
-    yield from browser_gateway(tmp_path, site)
+@pytest.fixture(scope="module")
+def browsing(started: tuple[Gateway, dict[str, object]]) -> Gateway:
+    """The gateway of `started`, for the tests that only read what it answers."""
+    return started[0]
 
 
 @pytest.fixture
@@ -112,13 +115,16 @@ def test_a_refused_navigation_is_a_400_blocked(browsing: Gateway, site: PageServ
     assert idle.connections == 0
 
 
-def test_healthz_and_metrics_speak_of_the_browser(fresh: Gateway, site: PageServer) -> None:
-    health = call(fresh.url, "GET", "/healthz")
-    assert health.json["browser"] == {"available": True, "running": False}
-    call(fresh.url, "POST", "/v1/fetch", {"url": site.url + "/app"}, token=TOKEN, timeout=60)
-    assert call(fresh.url, "GET", "/healthz").json["browser"]["running"] is True
-    metrics = call(fresh.url, "GET", "/metrics", token=TOKEN).json
-    assert metrics["browser_renders"] == 1
+def test_healthz_and_metrics_speak_of_the_browser(
+    started: tuple[Gateway, dict[str, object]], site: PageServer
+) -> None:
+    running, health = started
+    assert health["browser"] == {"available": True, "running": False}
+    before = call(running.url, "GET", "/metrics", token=TOKEN).json.get("browser_renders", 0)
+    call(running.url, "POST", "/v1/fetch", {"url": site.url + "/app"}, token=TOKEN, timeout=60)
+    assert call(running.url, "GET", "/healthz").json["browser"]["running"] is True
+    metrics = call(running.url, "GET", "/metrics", token=TOKEN).json
+    assert metrics["browser_renders"] == before + 1
 
 
 def test_healthz_is_degraded_when_the_browser_is_missing(tmp_path: Path) -> None:
