@@ -19,9 +19,13 @@ from siftlib.cli import main
 from siftlib.config import Secrets, load_config
 from siftlib.search.pipeline import Searcher, SearchRequest
 from siftlib.store.factory import open_configured_store
+from siftlib.store.redis import RETRY_AFTER, SETTLE_AFTER
 
 PASSWORD = "pw-4c1d-never-shown"
 TOKENS = {"alice": "tok-alice", "bob": "tok-bob"}
+# After an outage a gateway tries the store again after RETRY_AFTER and trusts its totals
+# SETTLE_AFTER later.
+TRUSTED_AFTER = RETRY_AFTER + SETTLE_AFTER
 
 
 @pytest.fixture
@@ -307,19 +311,26 @@ def test_two_gateways_through_a_frozen_store_stay_within_the_cap(
         for n, url in enumerate((first, second)):
             assert "tavily" in search(url, f"before {n} {i}")["sizes"]["sources_ok"]
     shared_redis.pause()
-    frozen_until = time.monotonic() + 4
+    # Frozen past two of each gateway's retries (RETRY_AFTER apart): what they send then is
+    # queued too, and runs late when the store resumes.
+    frozen_until = time.monotonic() + 2 * RETRY_AFTER + 0.5
     for i in range(10):  # 10 searches through each gateway while the store is frozen
         for n, url in enumerate((first, second)):
             assert "store: unavailable" in search(url, f"frozen {n} {i}")["warnings"]
     time.sleep(max(0.0, frozen_until - time.monotonic()))
     shared_redis.resume()
     # Only the second gateway gets searches from now on; the first must still hand over what
-    # it spent while the store was frozen.
-    until = time.monotonic() + 6
+    # it spent while the store was frozen. The second searches until Tavily has had the whole
+    # cap and half a second more, and at least until it trusts the store's total again (a
+    # gateway that trusted it too early, or a hand-over lost, calls Tavily past the cap).
+    resumed, capped = time.monotonic(), False
+    until = resumed + 20
     i = 0
     while time.monotonic() < until:
         search(second, f"after {i}")
         i += 1
+        if len(tavily.calls) >= cap and not capped:
+            capped, until = True, max(resumed + TRUSTED_AFTER, time.monotonic() + 0.5)
         time.sleep(0.05)
     assert len(tavily.calls) <= cap  # never 36 against 30
     assert "Traceback" not in gateways.output()
