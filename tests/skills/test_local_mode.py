@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import REALDATA
 from docskit import docs_block_after
 
 from siftlib.cli import main
@@ -21,7 +22,7 @@ from siftlib.skills.keyword import keyword_search
 from siftlib.skills.mode import DEFAULT_MODE
 from siftlib.skills.session import Session
 
-from .conftest import MARKER
+from .conftest import MARKER, write_real_catalog
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SECRET = "ts-secret-key-local-0123456789"
@@ -52,6 +53,24 @@ def stdio(
     code, out, _ = run(capsys, "--stdio", *argv)
     assert code == 0
     return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def real_catalog_folders(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real catalog written out as skill folders once for the module: five tests read it,
+    and writing then deleting its 119 folders cost each ~0.3 CPU-s."""
+    catalog = REALDATA / "skills" / "catalog.json"
+    if not catalog.is_file():
+        pytest.skip(f"no real data at {REALDATA} (../shared/realdata beside the clone)")
+    root = tmp_path_factory.mktemp("real-skills")
+    write_real_catalog(json.loads(catalog.read_text(encoding="utf-8")), root)
+    return root
+
+
+@pytest.fixture
+def real_skills_dir(realdata: Path, real_catalog_folders: Path) -> Path:
+    """The module's real catalog folders (through `realdata`, so the test is marked so)."""
+    return real_catalog_folders
 
 
 @pytest.fixture
