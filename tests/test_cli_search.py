@@ -212,6 +212,37 @@ def test_second_search_is_served_from_the_cache(
     assert (tmp_path / "server.db").exists()
 
 
+@pytest.mark.parametrize("server", ["ftp://127.0.0.1:8787", "http://", "127.0.0.1:8787"])
+def test_a_server_without_scheme_is_a_usage_error(
+    server: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = f"--server must be a URL such as http://127.0.0.1:8787, not {server!r}"
+    assert main(["search", "q", "--server", server]) == 2
+    assert capsys.readouterr().err == f"sift search: {said}\n"
+    assert main(["search", "q", "--server", server, "--json"]) == 2
+    assert json.loads(capsys.readouterr().out) == {"error": said}
+
+
+def test_limit_is_an_alias_of_k_that_help_does_not_show(
+    tmp_path: Path, httpserver: HTTPServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    httpserver.expect_request("/searxng/search").respond_with_data(
+        fixture_bytes("searxng/wal-typed-and-legacy.json"),
+        content_type="application/json",
+    )
+    path = config(tmp_path, httpserver)
+    assert main(["search", "wal", "--k", "1", "--json", "--config", path]) == 0
+    by_k = json.loads(capsys.readouterr().out)["results"]
+    assert main(["search", "wal", "--limit", "1", "--json", "--config", path]) == 0
+    by_limit = json.loads(capsys.readouterr().out)["results"]
+    assert len(by_k) == 1 and by_limit == by_k
+    with pytest.raises(SystemExit) as exited:
+        main(["search", "--help"])
+    assert exited.value.code == 0
+    help_text = capsys.readouterr().out
+    assert "--k N" in help_text and "--limit" not in help_text
+
+
 # Through the command line, as a person types it.
 
 
@@ -223,34 +254,12 @@ def test_unquoted_words_are_one_query(tmp_path: Path, httpserver: HTTPServer) ->
     assert request.args["q"] == "sqlite wal mode"
 
 
-def test_limit_is_an_alias_of_k_that_help_does_not_show(
-    tmp_path: Path, httpserver: HTTPServer
-) -> None:
-    httpserver.expect_request("/searxng/search").respond_with_data(
-        fixture_bytes("searxng/wal-typed-and-legacy.json"),
-        content_type="application/json",
-    )
-    path = config(tmp_path, httpserver)
-    by_k = sift("search", "wal", "--k", "1", "--json", "--config", path)
-    by_limit = sift("search", "wal", "--limit", "1", "--json", "--config", path)
-    assert len(json.loads(by_k.stdout)["results"]) == 1
-    assert json.loads(by_limit.stdout)["results"] == json.loads(by_k.stdout)["results"]
-    help_text = sift("search", "--help").stdout
-    assert "--k N" in help_text and "--limit" not in help_text
-
-
-@pytest.mark.parametrize("server", ["127.0.0.1:8787", "ftp://127.0.0.1:8787", "http://"])
-def test_a_server_without_scheme_is_a_usage_error(server: str) -> None:
-    done = sift("search", "q", "--server", server)
+def test_a_server_without_scheme_exits_2_as_typed() -> None:
+    done = sift("search", "q", "--server", "127.0.0.1:8787")
     assert done.returncode == 2  # not 5: SKILL.md sends exit 5 to the built-in search
     assert done.stderr == (
-        f"sift search: --server must be a URL such as http://127.0.0.1:8787, not {server!r}\n"
+        "sift search: --server must be a URL such as http://127.0.0.1:8787, not '127.0.0.1:8787'\n"
     )
-    as_json = sift("search", "q", "--server", server, "--json")
-    assert as_json.returncode == 2
-    assert json.loads(as_json.stdout) == {
-        "error": f"--server must be a URL such as http://127.0.0.1:8787, not {server!r}"
-    }
 
 
 def test_json_failure_of_the_search_itself(tmp_path: Path, httpserver: HTTPServer) -> None:
