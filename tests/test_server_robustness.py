@@ -50,7 +50,7 @@ class Blocking:
 def test_a_stalled_client_does_not_block_others_and_loses_its_thread(
     tmp_path: Path, searxng: FakeUpstream
 ) -> None:
-    with gateway(tmp_path, searxng=searxng.url, socket_timeout=1.0) as gw:
+    with gateway(tmp_path, searxng=searxng.url, socket_timeout=0.5, first_byte_timeout=1.0) as gw:
         half_body = socket.create_connection(("127.0.0.1", gw.port))
         half_body.sendall(local_post_head(gw.port, 100) + b'{"query": "sq')
         half_head = socket.create_connection(("127.0.0.1", gw.port))
@@ -288,7 +288,7 @@ def test_a_body_dripped_byte_by_byte_is_cut_at_the_socket_timeout(
 ) -> None:
     body = b'{"query": "sqlite wal", "pad": "' + b"x" * 20 + b'"}'
     stop_dripping = threading.Event()
-    with gateway(tmp_path, searxng=searxng.url, socket_timeout=1.0) as gw:
+    with gateway(tmp_path, searxng=searxng.url, socket_timeout=0.5) as gw:
         head = local_post_head(gw.port, len(body))
         sock = socket.create_connection(("127.0.0.1", gw.port), timeout=30)
 
@@ -296,7 +296,7 @@ def test_a_body_dripped_byte_by_byte_is_cut_at_the_socket_timeout(
             with contextlib.suppress(OSError):
                 sock.sendall(head)
                 for byte in body:  # each byte well within the per-recv timeout
-                    if stop_dripping.wait(0.3):
+                    if stop_dripping.wait(0.15):
                         return
                     sock.sendall(bytes([byte]))
 
@@ -337,13 +337,13 @@ def test_a_request_head_dripped_byte_by_byte_is_cut_at_the_socket_timeout(
 ) -> None:
     head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Padding: " + b"p" * 200 + b"\r\n\r\n"
     stop_dripping = threading.Event()
-    with gateway(tmp_path, searxng=searxng.url, socket_timeout=1.0) as gw:
+    with gateway(tmp_path, searxng=searxng.url, socket_timeout=0.5) as gw:
         sock = socket.create_connection(("127.0.0.1", gw.port), timeout=15)
 
         def drip() -> None:
             with contextlib.suppress(OSError):
                 for byte in head:  # each byte well within the per-recv timeout
-                    if stop_dripping.wait(0.2):
+                    if stop_dripping.wait(0.1):
                         return
                     sock.sendall(bytes([byte]))
 
@@ -351,7 +351,7 @@ def test_a_request_head_dripped_byte_by_byte_is_cut_at_the_socket_timeout(
         dripper.start()
         try:
             try:
-                answer = sock.recv(65536)  # had the head been awaited: 45 s, then a 200
+                answer = sock.recv(65536)  # had the head been awaited: 25 s, then a 200
             except ConnectionResetError:
                 answer = b""
         finally:
@@ -376,7 +376,7 @@ def test_a_client_that_stops_reading_loses_its_thread_after_the_socket_timeout(
         ).encode()
     )
     body = b'{"query": "sqlite wal", "k": 50}'
-    with gateway(tmp_path, searxng=padded.url, socket_timeout=1.0) as gw:
+    with gateway(tmp_path, searxng=padded.url, socket_timeout=0.5) as gw:
         request = local_post_head(gw.port, len(body)) + body
         assert len(call(gw.url, "POST", "/v1/search", json.loads(body)).raw) > 20_000
         sock = socket.socket()
