@@ -222,7 +222,8 @@ def test_slow_fetches_never_take_the_slots_searches_need(tmp_path: Path) -> None
     searxng = FakeUpstream(searxng_body(5))
     fetches: list[int] = []
     with PageServer({"/slow": hang(6)}) as site:
-        fetch = FetchConfig(allow=(site.allow,), timeout=4.0)
+        # The fetches' deadline (2 s) outlasts the search by far; the page outlasts them.
+        fetch = FetchConfig(allow=(site.allow,), timeout=2.0)
         try:
             with gateway(
                 tmp_path, searxng=searxng.url, fetch=fetch, max_searches=2, queue_wait=0.2
