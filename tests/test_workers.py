@@ -10,8 +10,10 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from gatewaykit import wait_until
 
 from siftlib.fetch.workers import WorkCancelled, WorkerPool, WorkFailed, WorkTimeout
 
@@ -89,12 +91,15 @@ def test_a_worker_that_dies_is_a_failure_and_is_replaced(pool: WorkerPool) -> No
     assert pool.run(len, b"abcd", deadline=soon()) == 4
 
 
-def test_waiting_for_a_free_worker_counts_against_the_deadline(pool: WorkerPool) -> None:
-    busy = threading.Thread(
-        target=lambda: pool.run(eval, b"__import__('time').sleep(1.5)", deadline=soon())
-    )
+def test_waiting_for_a_free_worker_counts_against_the_deadline(
+    pool: WorkerPool, tmp_path: Path
+) -> None:
+    running = tmp_path / "running"
+    # The only worker marks that it runs the call, then holds it for a second.
+    hold = f"(open({str(running)!r}, 'w').close(), __import__('time').sleep(1.0))".encode()
+    busy = threading.Thread(target=lambda: pool.run(eval, hold, deadline=soon()))
     busy.start()
-    time.sleep(0.3)  # let it take the only worker
+    wait_until(running.exists, "the busy call running")
     with pytest.raises(WorkTimeout, match="no worker was free"):
         pool.run(len, b"x", deadline=time.monotonic() + 0.2)
     busy.join()
