@@ -82,9 +82,9 @@ def test_a_corrupt_gzip_body_is_an_encoding_failure() -> None:
 
 
 def test_a_dripping_server_is_cut_at_the_deadline() -> None:
-    # Every read returns within 0.2 s, so only a wall-clock deadline ends this (2000 s) body.
+    # Every read returns within 0.1 s, so only a wall-clock deadline ends this (1000 s) body.
     with pytest.raises(FetchFailed) as caught:
-        fetch_one(drip(0.2), timeout=1.0)
+        fetch_one(drip(0.1), timeout=0.5)
     assert caught.value.kind == "deadline"
 
 
@@ -410,6 +410,11 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
+# A page of this many links takes ~2 CPU-s to convert (1.7 MB, read in a moment): twice the
+# deadline below, and four times the cancel's delay, even on an idle machine.
+SLOW_LINKS = 60_000
+
+
 def worker_pids(pool: WorkerPool) -> set[int]:
     return {pool.run(eval, b"__import__('os').getpid()", deadline=time.monotonic() + 30)}
 
@@ -452,8 +457,8 @@ def test_the_deadline_covers_the_conversion_and_stops_it() -> None:
     """A page that costs seconds to convert ends at the fetch's deadline, its worker killed."""
     with (
         WorkerPool(1, preload=("siftlib.fetch.convert",)) as pool,
-        PageServer({"/": page(hostile_links(120_000))}) as site,
-        Fetcher(FetchConfig(allow=(site.allow,), timeout=1.5), pool=pool) as fetch,
+        PageServer({"/": page(hostile_links(SLOW_LINKS))}) as site,
+        Fetcher(FetchConfig(allow=(site.allow,), timeout=1.0), pool=pool) as fetch,
     ):
         before = worker_pids(pool)
         with pytest.raises(FetchFailed) as failed:
@@ -468,7 +473,7 @@ def test_a_cancelled_fetch_stops_its_conversion() -> None:
     cancel = threading.Event()
     with (
         WorkerPool(1, preload=("siftlib.fetch.convert",)) as pool,
-        PageServer({"/": page(hostile_links(120_000))}) as site,
+        PageServer({"/": page(hostile_links(SLOW_LINKS))}) as site,
         Fetcher(FetchConfig(allow=(site.allow,)), pool=pool) as fetch,
     ):
         before = worker_pids(pool)
