@@ -11,7 +11,9 @@ A call sends one request (no retries), reads at most 64 KiB of body and maps eve
 to a `Reason`. `Abort` (`siftlib.net.abort`) lets another thread stop a call at any point:
 before the connection exists (the trace hook raises) or while it waits (its socket is shut
 down, so the provider sees the connection close). Connections are not kept alive, so each
-call owns its socket.
+call owns its socket. Every client in a process verifies TLS with one shared context (httpx's
+default: certifi's roots, or `SSL_CERT_FILE`/`SSL_CERT_DIR` as set when the first client
+opens): loading the roots costs ~25 ms of CPU, paid once rather than at each session open.
 
     client = SystemOne(api_key=key, base_url="https://api.typesafe.ai")
     body = build_body(request, model="jev-latest", fit=False)
@@ -21,6 +23,7 @@ call owns its socket.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Iterable
@@ -33,6 +36,8 @@ from siftlib.skills.decide import NO_MATCH_LABEL, SELECTION, InvalidAnswer, Reas
 from siftlib.skills.shortlist import OutboundRequest, compact_json
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 DEFAULT_BASE_URL = "https://api.typesafe.ai"
@@ -162,6 +167,14 @@ def _read_capped(chunks: Iterable[bytes]) -> bytes:
     return bytes(body)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """Return the process's verifying TLS context for System One, made at first use."""
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
 class SystemOne:
     """A client for one account's System One endpoint."""
 
@@ -180,7 +193,9 @@ class SystemOne:
         }
         if transport is None:
             # No keep-alive: each call owns its connection, so aborting one closes only it.
-            transport = httpx.HTTPTransport(limits=httpx.Limits(max_keepalive_connections=0))
+            transport = httpx.HTTPTransport(
+                verify=_tls_context(), limits=httpx.Limits(max_keepalive_connections=0)
+            )
         self._client = httpx.Client(transport=transport, follow_redirects=False)
 
     def post(self, body: bytes, *, timeout: float, abort: Abort) -> bytes:

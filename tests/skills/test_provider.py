@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from siftlib.skills import provider
 from siftlib.skills.consent import RerankSettings
 from siftlib.skills.decide import InvalidAnswer, Reason
 from siftlib.skills.provider import (
@@ -238,6 +241,22 @@ class TestClient:
             client.post(b"{}", timeout=1.0, abort=Abort())
         assert "key" not in str(caught.value) and "key" not in repr(caught.value)
         assert caught.value.__cause__ is None and caught.value.__suppress_context__
+
+    def test_every_client_verifies_tls_with_one_shared_context(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        made: list[ssl.SSLContext] = []
+        real = httpx.create_ssl_context
+        monkeypatch.setattr(httpx, "create_ssl_context", lambda: made.append(real()) or made[-1])
+        provider._tls_context.cache_clear()
+        try:
+            for _ in range(3):
+                SystemOne(api_key=KEY, base_url="https://api.typesafe.ai").close()
+        finally:
+            provider._tls_context.cache_clear()  # the next client makes a real one again
+        [context] = made  # the roots were loaded once for three clients
+        assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname
+        assert context.get_ca_certs()  # httpx's default roots, not an empty store
 
     def test_an_abort_before_the_call_stops_it_at_once(self, fake: FakeSystemOne) -> None:
         abort = Abort()
