@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fetchkit import Listener, PageServer, page, redirect
@@ -185,12 +186,17 @@ def test_lookups_that_never_answer_hold_only_their_callers_turns() -> None:
             release.wait(60)
         return ["93.184.215.14"]
 
+    def noisy(n: int) -> str:
+        with pytest.raises(FetchFailed) as caught:
+            guard.vet(f"http://hang{n}.example/", timeout=0.2, caller="noisy")
+        return str(caught.value)
+
     guard = Guard(resolver=resolver)
     try:
-        for n in range(8):
-            with pytest.raises(FetchFailed) as caught:
-                guard.vet(f"http://hang{n}.example/", timeout=0.2, caller="noisy")
-            assert str(caught.value) == "fetch failed: deadline (name lookup)"
+        # Eight at once: four hold the caller's lookups, four wait for a turn; all time out.
+        with ThreadPoolExecutor(8) as pool:
+            failures = list(pool.map(noisy, range(8)))
+        assert failures == ["fetch failed: deadline (name lookup)"] * 8
         hop = guard.vet("http://quick.example/", timeout=10, caller="other")
         assert hop.addresses == ("93.184.215.14",)
     finally:
