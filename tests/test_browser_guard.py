@@ -182,7 +182,7 @@ def test_webrtc_sends_nothing_around_the_proxy(
         stun.bind(("127.0.0.1", 0))
         script = WEBRTC.format(udp=stun.getsockname()[1], tcp=turn.port)
         site.routes["/webrtc"] = page(escape(script=script))
-        result = fetch.fetch(FetchRequest(url=site.url + "/webrtc", render=True, wait_for=1.0))
+        result = fetch.fetch(FetchRequest(url=site.url + "/webrtc", render=True, wait_for=0.5))
         stun.setblocking(False)
         with pytest.raises(BlockingIOError):
             stun.recv(2048)  # not one datagram
