@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ from siftlib.errors import (
 )
 from siftlib.gateway.api import error_answer
 from siftlib.gateway.client import fetch_remote, search_remote
+from siftlib.net.tls import verify_for
 
 TOKEN = "tok-client-5c6d7e8f"
 
@@ -342,3 +344,27 @@ def test_the_agent_skill_says_sift_first_and_built_in_search_on_exit_5() -> None
     body = path.read_text()
     assert 'sift search "' in body
     assert "| 5 | the sift server is unreachable | use your built-in web search" in body
+
+
+def test_a_plain_http_server_costs_no_tls_roots_and_an_https_one_is_verified(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    loaded: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def load(self: ssl.SSLContext, *args: object, **kwargs: object) -> None:
+        loaded.append(args or kwargs)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", load)
+    with pytest.raises(UnreachableError):
+        search_remote(f"http://127.0.0.1:{closed_port()}", None, "q", k=1, timeout=5)
+    assert loaded == []  # ~25 ms of CPU per call, for a handshake that never happens
+    with pytest.raises(UnreachableError):
+        search_remote(f"https://127.0.0.1:{closed_port()}", None, "q", k=1, timeout=5)
+    assert loaded  # the roots an https server is verified against
+    # Were TLS ever started on the plain-http client, it would verify, against no root: fail.
+    context = verify_for("http://127.0.0.1:8787")
+    assert isinstance(context, ssl.SSLContext) and context.get_ca_certs() == []
+    assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname
+    assert verify_for("HTTPS://sift.example") is True

@@ -91,6 +91,7 @@ def _post(
     import httpx
 
     from siftlib.net.abort import Abort, Aborted
+    from siftlib.net.tls import verify_for
 
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     abort = Abort()
@@ -98,7 +99,8 @@ def _post(
         # A server that is down should be known at once; one that is up answers within its
         # own deadline, so only reading waits the whole timeout.
         limits = httpx.Timeout(timeout, connect=min(timeout, 5.0))
-        with httpx.Client(trust_env=False, timeout=limits) as client, abort.on(cancel):
+        client = httpx.Client(trust_env=False, timeout=limits, verify=verify_for(url))
+        with client, abort.on(cancel):
             response = client.post(
                 f"{url.rstrip('/')}{path}",
                 json=body,

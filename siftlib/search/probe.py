@@ -35,13 +35,14 @@ def probe_searxng(url: str, *, timeout: float = DEADLINE) -> Probe:
     """Search `url` once as sift would; raise `ProbeFailed` saying what to change."""
     import httpx
 
+    from siftlib.net.tls import verify_for
     from siftlib.search.sources.base import BadResponse, Unresponsive
     from siftlib.search.sources.searxng import SearXNG
 
     source = SearXNG(url)
     request = source.build_request(PROBE_QUERY, k=1, key=None)
     try:
-        with httpx.Client(trust_env=False, timeout=timeout) as client:
+        with httpx.Client(trust_env=False, timeout=timeout, verify=verify_for(url)) as client:
             response = client.send(request)
     except httpx.TimeoutException:
         raise ProbeFailed(f"{url} did not answer within {timeout:g} s") from None
