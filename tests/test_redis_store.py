@@ -295,17 +295,20 @@ def test_a_slow_store_fails_each_late_operation_and_is_down_after_three_in_a_row
     monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)  # try the store again at once
     store = open_shared()
     assert [spend(store, cap=4) for _ in range(2)] == ["shared"] * 2  # and 1 leased
-    with redis_server.client() as client, caplog.at_level(logging.WARNING, logger="sift"):
-        client.client_pause(1500)  # every client's command waits: a store too slow for 50 ms
-        for _ in range(2):
-            with pytest.raises(StoreError, match="^unavailable$"):
-                store.cache_get(key(), now=NOW)
-        assert caplog.records == []  # a late reply or two fails those operations only
-        assert store.reserve("tavily", day=DAY, cap=4)  # from the lease, meanwhile
-        assert [r.getMessage().split(" at ")[0] for r in caplog.records] == [
-            "store: redis unreachable"
-        ]
-    # Once the pause is over the store is back: under load that can take more than 50 ms longer.
+    redis_server.pause()  # every command waits, answered late: a store too slow for 50 ms
+    try:
+        with caplog.at_level(logging.WARNING, logger="sift"):
+            for _ in range(2):
+                with pytest.raises(StoreError, match="^unavailable$"):
+                    store.cache_get(key(), now=NOW)
+            assert caplog.records == []  # a late reply or two fails those operations only
+            assert store.reserve("tavily", day=DAY, cap=4)  # from the lease, meanwhile
+            assert [r.getMessage().split(" at ")[0] for r in caplog.records] == [
+                "store: redis unreachable"
+            ]
+    finally:
+        redis_server.resume()
+    # Once the server runs again the store is back: under load that can take a moment.
     wait_until(lambda: store.problem is None, "the store back after the pause")
 
 
