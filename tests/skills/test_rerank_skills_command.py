@@ -654,7 +654,9 @@ def test_eval_options_are_refused_on_a_search(
 # As typed, in a subprocess: one grammar with `sift search`.
 
 
-def test_unquoted_words_and_k_as_typed(catalog_dir: Path) -> None:
+def test_unquoted_words_and_k_as_typed(
+    catalog_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     quoted = sift(
         "rerank-skills", "pdf form", "--limit", "1", "--json", "--skills-dir", str(catalog_dir)
     )
@@ -664,7 +666,10 @@ def test_unquoted_words_and_k_as_typed(catalog_dir: Path) -> None:
     assert quoted.returncode == unquoted.returncode == 0
     assert json.loads(unquoted.stdout) == json.loads(quoted.stdout)
     assert len(json.loads(quoted.stdout)["details"]["matches"]) == 1
-    help_text = sift("rerank-skills", "--help").stdout
+    with pytest.raises(SystemExit) as exited:  # the help needs no process of its own
+        main(["rerank-skills", "--help"])
+    assert exited.value.code == 0
+    help_text = capsys.readouterr().out
     assert "--limit N" in help_text and "--k" not in help_text
 
 
@@ -746,7 +751,9 @@ def test_a_reranked_answer_says_its_mode(
     assert details["matches"][0]["name"] == "pdf-forms"
 
 
-def test_an_empty_catalog_names_the_folders_searched(tmp_path: Path) -> None:
+def test_an_empty_catalog_names_the_folders_searched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "skills"
     empty.mkdir()
     (tmp_path / ".git").mkdir()  # the project ends here
@@ -759,7 +766,9 @@ def test_an_empty_catalog_names_the_folders_searched(tmp_path: Path) -> None:
     ]
     assert done.returncode == 0
     assert done.stdout == "No skills found in: " + ", ".join(map(str, folders)) + "\n"
-    as_json = json.loads(sift(*args, "--json", env={"HOME": str(tmp_path)}).stdout)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the JSON answer: in-process is enough
+    assert main([*args, "--json"]) == 0
+    as_json = json.loads(capsys.readouterr().out)
     assert as_json["content"][0]["text"].startswith("No skills found in: ")
     assert as_json["details"] == {"matches": [], "total": 0, "mode": "local", "selection": "none"}
 
