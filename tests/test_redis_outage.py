@@ -105,17 +105,18 @@ def spend_to_cap(room: int, *stores: RedisStore, cap: int = CAP, least: float = 
 
 
 def late_until_down(*stores: RedisStore) -> None:
-    """Have each store's cache lookups time out `LATE_LIMIT` times (it is down then), at once:
-    as separate gateways' searches would."""
+    """Have `LATE_LIMIT` cache lookups time out on each store, all at once (as that many
+    searches of two gateways would): three late replies in a row, so each store is down."""
 
     def late(store: RedisStore) -> None:
-        for _ in range(LATE_LIMIT):
-            with pytest.raises(StoreError):
-                store.cache_get("a cache key", now=0.0)
+        with pytest.raises(StoreError):
+            store.cache_get("a cache key", now=0.0)
 
-    with ThreadPoolExecutor(len(stores)) as pool:
-        for done in [pool.submit(late, store) for store in stores]:
-            done.result()
+    with ThreadPoolExecutor(LATE_LIMIT * len(stores)) as pool:
+        lookups = [pool.submit(late, store) for store in stores for _ in range(LATE_LIMIT)]
+        for lookup in lookups:
+            lookup.result()
+    assert all(store.problem == "redis unreachable" for store in stores)
 
 
 def before_the_outage(first: RedisStore, second: RedisStore) -> int:
