@@ -77,11 +77,12 @@ def test_a_cancelled_call_stops_its_worker(pool: WorkerPool) -> None:
 def test_a_call_past_its_memory_limit_fails_and_the_worker_is_replaced(pool: WorkerPool) -> None:
     pid = pool.run(eval, PID, deadline=soon())
     with pytest.raises(WorkFailed) as failed:
-        pool.run(eval, b"bytearray(2 << 30)", deadline=soon(), memory=512 << 20)
+        # 64 MB of address space: four times a bare worker's (~16 MB), far below the 2 GB.
+        pool.run(eval, b"bytearray(2 << 30)", deadline=soon(), memory=64 << 20)
     assert failed.value.kind == "memory"
     assert pool.run(eval, PID, deadline=soon()) != pid
     # The limit holds for that call only: the next one may use more than it.
-    assert pool.run(eval, b"len(bytearray(600 << 20))", deadline=soon()) == 600 << 20
+    assert pool.run(eval, b"len(bytearray(96 << 20))", deadline=soon()) == 96 << 20
 
 
 def test_a_worker_that_dies_is_a_failure_and_is_replaced(pool: WorkerPool) -> None:
