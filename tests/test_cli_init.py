@@ -1,4 +1,8 @@
-"""`sift init` as typed: where it writes, what it says, and that it never overwrites."""
+"""`sift init` as typed: where it writes, what it says, and that it never overwrites.
+
+The SearXNG probe's refusal sentences are checked through `main()` (the probe is the same
+code in or out of a process); its exit 1 and the unreachable case stay as typed.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import pytest
 from clikit import sift
 from gatewaykit import FakeUpstream
 
+from siftlib.cli import main
 from siftlib.config import load_config
 
 
@@ -61,14 +66,16 @@ def test_init_writes_the_file_sift_config_names(tmp_path: Path) -> None:
     assert "--config" not in done.stdout  # $SIFT_CONFIG already points there
 
 
-def test_init_searxng_on_a_rate_limited_instance_names_the_limiter(tmp_path: Path) -> None:
+def test_init_searxng_on_a_rate_limited_instance_names_the_limiter(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     limited = FakeUpstream(b"Too Many Requests", status=429)
     try:
-        done = sift("init", "--dir", str(tmp_path), "--searxng", limited.url)
+        code = main(["init", "--dir", str(tmp_path), "--searxng", limited.url])
     finally:
         limited.close()
-    assert done.returncode == 1
-    assert done.stderr == (
+    assert code == 1
+    assert capsys.readouterr().err == (
         f"sift init: {limited.url} rate-limits sift (429): turn its limiter off in "
         "settings.yml, `server: limiter: false`, and restart SearXNG; nothing written\n"
     )
@@ -84,15 +91,15 @@ def test_init_searxng_on_a_rate_limited_instance_names_the_limiter(tmp_path: Pat
     ],
 )  # fmt: skip
 def test_init_searxng_refuses_what_is_not_a_working_searxng(
-    tmp_path: Path, body: bytes, status: int, said: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: bytes, status: int, said: str
 ) -> None:
     fake = FakeUpstream(body, status=status)
     try:
-        done = sift("init", "--dir", str(tmp_path), "--searxng", fake.url)
+        code = main(["init", "--dir", str(tmp_path), "--searxng", fake.url])
     finally:
         fake.close()
-    assert done.returncode == 1
-    assert done.stderr == f"sift init: {fake.url} {said}; nothing written\n"
+    assert code == 1
+    assert capsys.readouterr().err == f"sift init: {fake.url} {said}; nothing written\n"
     assert list(tmp_path.iterdir()) == []
 
 
