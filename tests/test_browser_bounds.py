@@ -46,7 +46,7 @@ HOSTILE = {
     ),
     "/popups": (
         f'<html><body><div id="root"></div><script>'
-        "for (var i = 0; i < 300; i++) {"
+        "for (var i = 0; i < 100; i++) {"
         "  var a = document.createElement('a'); a.href = '/fine?' + i; a.target = '_blank';"
         "  document.body.appendChild(a); a.click(); window.open('/fine?w' + i);"
         "}"
