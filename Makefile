@@ -57,7 +57,11 @@ $(WHEELHOUSE)/.done: pyproject.toml $(STAMP)
 # by deleting the oldest ones, often other runs' thousands of files.
 TEST_TMP := $(or $(TMPDIR),/tmp)/sift-tests-$(shell id -u)$(subst /,-,$(CURDIR))
 
+# On a fresh clone one collection writes that bytecode first, once: six workers starting cold
+# each rewrote and compiled every module themselves (~18 CPU-s more, docs/development.md).
 test: install redis-server chromium chromium-headless-shell searxng $(WHEELHOUSE)/.done
+	test -d tests/__pycache__ || env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q \
+		--collect-only -p no:xdist -p no:cacheprovider > /dev/null || true
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 6 --dist worksteal \
 		--basetemp $(TEST_TMP)
 
