@@ -4,7 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.installed-runtime
-CONTRACT_STAMP := $(VENV)/.installed-contract
+# The real clients live in a venv of their own: hermes-agent brings click and rich, and httpx
+# imports its command line (both) whenever they are installed, ~0.1 CPU-s more in every process
+# that imports httpx, every test worker and gateway of `make test` included.
+CONTRACT_VENV := .venv-contract
+CONTRACT_STAMP := $(CONTRACT_VENV)/.installed
 # The official MCP SDK, one venv per line (2.x and Hermes 0.19.0's 1.26.0 cannot share one);
 # PyYAML reads the Hermes entry `sift mcp --print-config hermes` prints.
 MCP_SDK_2 := mcp==2.3.0
@@ -30,9 +34,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,redis]'
 	touch $(STAMP)
 
-$(CONTRACT_STAMP): pyproject.toml $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[dev,redis,contract]'
-	touch $(CONTRACT_STAMP)
+$(CONTRACT_STAMP): pyproject.toml
+	test -x $(CONTRACT_VENV)/bin/python || $(PYTHON) -m venv $(CONTRACT_VENV)
+	$(CONTRACT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(CONTRACT_VENV)/bin/python -m pip install -q -e '.[dev,redis,contract]'
+	touch $@
 
 .venv-mcp%/.installed: pyproject.toml
 	test -x .venv-mcp$*/bin/python || $(PYTHON) -m venv .venv-mcp$*
@@ -40,7 +46,7 @@ $(CONTRACT_STAMP): pyproject.toml $(STAMP)
 		'pyyaml>=6'
 	touch $@
 
-# Wheels of sift's runtime dependencies and its build backend, so tests/test_install.py installs
+# Wheels of sift's runtime dependencies and its build backend, so tests/contract/test_install.py installs
 # offline (`make runtime` included, whose build runs in pip's isolated environment).
 WHEELHOUSE := $(VENV)/wheelhouse
 
@@ -59,7 +65,7 @@ TEST_TMP := $(or $(TMPDIR),/tmp)/sift-tests-$(shell id -u)$(subst /,-,$(CURDIR))
 
 # On a fresh clone one collection writes that bytecode first, once: six workers starting cold
 # each rewrote and compiled every module themselves (~18 CPU-s more, docs/development.md).
-test: install redis-server chromium chromium-headless-shell searxng $(WHEELHOUSE)/.done
+test: install redis-server chromium chromium-headless-shell searxng
 	test -d tests/__pycache__ || env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q \
 		--collect-only -p no:xdist -p no:cacheprovider > /dev/null || true
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -q -n 6 --dist worksteal \
@@ -81,17 +87,20 @@ bench: install redis-server wrk
 serve: runtime
 	$(BIN)/sift serve
 
-# Real-client contracts: the Firecrawl SDK and the Hermes agent against /v2/search, the
-# TypeSafe SDK against the System One bodies and the fake's answers; the MCP
-# SDK (2.x in its three modes, 1.26.0 as Hermes uses it) driving `sift mcp` over stdio.
-contract: $(CONTRACT_STAMP) $(MCP_STAMPS) chromium chromium-headless-shell
-	$(BIN)/python -m pytest -q -m contract tests/contract
+# What runs against environments other than .venv. Real-client contracts: the Firecrawl SDK
+# and the Hermes agent against /v2/search, the TypeSafe SDK against the System One bodies and
+# the fake's answers; the MCP SDK (2.x in its three modes, 1.26.0 as Hermes uses it) driving
+# `sift mcp` over stdio. Fresh installs: the documented steps and `make serve` on a fresh
+# clone, each in a new venv from the wheelhouse (~25 CPU-s of pip and ensurepip, which kept
+# `make test` over a minute on two cores).
+contract: $(CONTRACT_STAMP) $(MCP_STAMPS) chromium chromium-headless-shell $(WHEELHOUSE)/.done
+	$(CONTRACT_VENV)/bin/python -m pytest -q -m contract tests/contract
 	.venv-mcp2/bin/python -m pytest -q -m contract tests/contract/mcp_clients
 	.venv-mcp1/bin/python -m pytest -q -m contract tests/contract/mcp_clients
 
 # Loopback fakes serving testdata/'s recorded fixtures, a gateway on them, two searches.
 demo: $(CONTRACT_STAMP)
-	$(BIN)/python testdata/demo/demo.py
+	$(CONTRACT_VENV)/bin/python testdata/demo/demo.py
 
 # A real SearXNG for tests/test_searxng_real.py, built from ../shared/vendor's source tarball when
 # it is there (SearXNG is not on PyPI; its pinned requirements are): unpacked into
@@ -131,4 +140,4 @@ vectors:
 	.venv-vectors/bin/python tools/skill_vectors.py siftlib/skills/wordpieces.bin
 
 clean:
-	rm -rf $(VENV) .venv-mcp1 .venv-mcp2 .venv-vectors .venv-searxng .pytest_cache .mypy_cache .ruff_cache dist build $(TEST_TMP)
+	rm -rf $(VENV) $(CONTRACT_VENV) .venv-mcp1 .venv-mcp2 .venv-vectors .venv-searxng .pytest_cache .mypy_cache .ruff_cache dist build $(TEST_TMP)

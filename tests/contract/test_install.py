@@ -2,7 +2,7 @@
 
 The steps are read from the block marked `install-steps`; only the paths move into a
 temporary directory (/opt/sift, /etc/sift), `python3` is this interpreter, and `pip install`
-takes sift's runtime dependencies from `.venv/wheelhouse` (built by `make test`) instead of
+takes sift's runtime dependencies from `.venv/wheelhouse` (built by `make contract`) instead of
 the package index, without compiling their bytecode (babel's and dateparser's data modules
 alone cost seconds; the search at the end imports what it runs). `make dist` is the same
 `pip wheel --no-deps` on a copy of the clone, without build isolation (which would fetch
@@ -27,7 +27,9 @@ import httpx
 import pytest
 from gatewaykit import FakeUpstream
 
-REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.contract
+
+REPO = Path(__file__).resolve().parents[2]
 WHEELHOUSE = REPO / ".venv" / "wheelhouse"
 
 
@@ -50,7 +52,7 @@ def test_the_readme_install_steps_work_in_a_fresh_venv(
     tmp_path: Path, searxng: FakeUpstream
 ) -> None:
     if not WHEELHOUSE.is_dir():
-        pytest.fail(f"{WHEELHOUSE} is missing: `make test` builds it (the dependencies' wheels)")
+        pytest.fail(f"{WHEELHOUSE} is missing: `make contract` builds it (the dependencies' wheels)")
     clone = tmp_path / "clone"
     clone.mkdir()
     for name in ("pyproject.toml", "README.md", "sift.py"):
@@ -119,7 +121,7 @@ DEV_TOOLS = {
 def test_make_serve_installs_only_the_gateway_and_it_answers(tmp_path: Path) -> None:
     """`make serve` on a fresh clone, offline from the wheelhouse: the gateway, nothing else."""
     if not (WHEELHOUSE / ".done").is_file():
-        pytest.fail(f"{WHEELHOUSE} is missing: `make test` builds it (the dependencies' wheels)")
+        pytest.fail(f"{WHEELHOUSE} is missing: `make contract` builds it (the dependencies' wheels)")
     clone = tmp_path / "clone"
     clone.mkdir()
     for name in ("pyproject.toml", "README.md", "sift.py", "Makefile"):
