@@ -52,7 +52,7 @@ def test_the_readme_install_steps_work_in_a_fresh_venv(
     tmp_path: Path, searxng: FakeUpstream
 ) -> None:
     if not WHEELHOUSE.is_dir():
-        pytest.fail(f"{WHEELHOUSE} is missing: `make contract` builds it (the dependencies' wheels)")
+        pytest.fail(f"{WHEELHOUSE} is missing: `make contract` builds it (the wheels)")
     clone = tmp_path / "clone"
     clone.mkdir()
     for name in ("pyproject.toml", "README.md", "sift.py"):
@@ -121,7 +121,7 @@ DEV_TOOLS = {
 def test_make_serve_installs_only_the_gateway_and_it_answers(tmp_path: Path) -> None:
     """`make serve` on a fresh clone, offline from the wheelhouse: the gateway, nothing else."""
     if not (WHEELHOUSE / ".done").is_file():
-        pytest.fail(f"{WHEELHOUSE} is missing: `make contract` builds it (the dependencies' wheels)")
+        pytest.fail(f"{WHEELHOUSE} is missing: `make contract` builds it (the wheels)")
     clone = tmp_path / "clone"
     clone.mkdir()
     for name in ("pyproject.toml", "README.md", "sift.py", "Makefile"):
