@@ -106,15 +106,24 @@ def test_two_gateways_with_8_threads_each_end_exactly_at_the_cap(
     for thread in threads:
         thread.join(60)
     assert len(answers) == 2 * 8 * 6
-    # 96 distinct searches for 40 credits: exactly 40 went to Tavily, across both gateways.
+    # 96 distinct searches for 40 credits: never past the cap across both gateways...
+    assert len(tavily.calls) <= 40
+    # ...and exactly at it. On a starved machine a reserve whose reply came late twice holds its
+    # credit until the gateway withdraws it, so one can still be free after the race: fresh
+    # searches spend it then (on a quiet machine none is needed).
+    deadline = time.monotonic() + 20
+    while len(tavily.calls) < 40:
+        assert time.monotonic() < deadline, f"the fleet stopped at {len(tavily.calls)} of 40"
+        answers.append(search(urls[len(answers) % 2], f"after the race {len(answers)}"))
     assert len(tavily.calls) == 40
     assert sum("tavily" in a["sizes"]["sources_ok"] for a in answers) == 40
-    assert sum("tavily: daily cap" in a["warnings"] for a in answers) == 56
+    assert sum("tavily: daily cap" in a["warnings"] for a in answers) == len(answers) - 40
     with shared_redis.client() as client:
         assert [key.decode() for key in client.keys("sift:cap:*")] == [
             f"sift:cap:tavily:{time.strftime('%Y-%m-%d', time.gmtime())}"
         ]
-        assert int(client.get(client.keys("sift:cap:*")[0])) == 40
+        counter = client.keys("sift:cap:*")[0]
+        wait_until(lambda: int(client.get(counter)) == 40, "the counter at the cap")
 
 
 def test_a_fill_through_one_gateway_is_a_hit_through_the_other_but_partitions_stay_apart(
