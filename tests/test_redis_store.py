@@ -30,9 +30,20 @@ def spend(store: RedisStore, *, cap: int) -> str | None:
     return reservation.ledger
 
 
+# sift's own read timeout, which the slow-store test holds the store to.
+READ_TIMEOUT = redis_store.READ_TIMEOUT
+
+
 @pytest.fixture
-def open_shared(redis_server: RedisServer) -> Iterator[Callable[..., RedisStore]]:
-    """Open stores on the test's redis-server, as separate gateways would; close them after."""
+def open_shared(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., RedisStore]]:
+    """Open stores on the test's redis-server, as separate gateways would; close them after.
+
+    They read for 0.5 s, not 50 ms: on a starved machine three late replies in a row marked a
+    store down before the outage a test was about (the slow-store test sets 50 ms again).
+    """
+    monkeypatch.setattr(redis_store, "READ_TIMEOUT", 0.5)
     opened: list[RedisStore] = []
 
     def open_one(**options: object) -> RedisStore:
@@ -293,6 +304,7 @@ def test_a_slow_store_fails_each_late_operation_and_is_down_after_three_in_a_row
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)  # try the store again at once
+    monkeypatch.setattr(redis_store, "READ_TIMEOUT", READ_TIMEOUT)
     store = open_shared()
     assert [spend(store, cap=4) for _ in range(2)] == ["shared"] * 2  # and 1 leased
     redis_server.pause()  # every command waits, answered late: a store too slow for 50 ms
