@@ -111,10 +111,18 @@ def restore_logging() -> Iterator[None]:
         logging.getLogger(name).setLevel(level)
 
 
+class _QuickHTTPServer(HTTPServer):
+    """pytest-httpserver's server, looking for `stop()` every 0.05 s rather than every 0.5 s."""
+
+    def thread_target(self) -> None:
+        assert self.server is not None
+        self.server.serve_forever(poll_interval=0.05)
+
+
 @pytest.fixture(scope="session")
 def shared_httpserver() -> Iterator[HTTPServer]:
-    """One threaded fake-upstream server for the whole run: stopping one costs ~0.5 s."""
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    """One threaded fake-upstream server for the whole run: stopping one cost ~0.5 s."""
+    server = _QuickHTTPServer(host="127.0.0.1", port=0, threaded=True)
     server.start()
     yield server
     server.clear()
