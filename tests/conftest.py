@@ -166,11 +166,43 @@ def realdata() -> Path:
     return REALDATA
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that reads the real data `realdata`."""
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
+    """Mark every test that reads the real data `realdata` (before `-m` selects); then, of
+    what was selected, keep the `one_worker` modules whole."""
     for item in items:
         if "realdata" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.realdata)
+    result = yield
+    items[:] = one_worker_first(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")))
+    return result
+
+
+def one_worker_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """Order the run so each `one_worker` module heads one worker's first share, whole.
+
+    xdist's worksteal gives the i-th worker the i-th contiguous share of the run (the items
+    left over the workers left), and an idle worker later steals the second half of the
+    longest queue: a module at the head of a share runs there before anyone steals. Split
+    over several workers, a browser module launched a browser on each.
+    """
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    whole = [tests for tests in modules.values() if tests[0].get_closest_marker("one_worker")]
+    if workers < 2 or not whole:
+        return items
+    rest = [item for tests in modules.values() if tests not in whole for item in tests]
+    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for index, tests in enumerate(whole):
+        shares[index % workers] += tests
+    ordered: list[pytest.Item] = []
+    for index, share in enumerate(shares):
+        size = (len(items) - len(ordered)) // (workers - index)
+        fill = max(size - len(share), 0)
+        ordered += share + rest[:fill]
+        del rest[:fill]
+    return ordered + rest
 
 
 @pytest.fixture

@@ -18,6 +18,8 @@ from siftlib.fetch.browser.shell import shell_reason
 from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.metrics import Metrics
 
+pytestmark = pytest.mark.one_worker  # a browser or gateways for the module
+
 SHELL = "Loading the application"
 BUILT = b"""<!doctype html><html><head><title>Docs app</title></head><body>
 <div id="root"><p>%s</p></div>

@@ -17,6 +17,8 @@ from siftlib.errors import Cancelled
 from siftlib.fetch.fetcher import Fetcher, FetchRequest
 from siftlib.metrics import Metrics
 
+pytestmark = pytest.mark.one_worker  # a browser or gateways for the module
+
 TIMEOUT = 10.0  # the bombs' deadline (each ends by its own bound first); fine pages get the default
 # A page that never yields burns a core until its deadline, which is all it proves: a short one.
 # The static page it falls back to was read and converted before the render began.

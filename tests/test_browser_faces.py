@@ -18,6 +18,8 @@ from gatewaykit import Gateway, call, gateway
 from siftlib.cli import main
 from siftlib.config import BrowserConfig, FetchConfig
 
+pytestmark = pytest.mark.one_worker  # a browser or gateways for the module
+
 TOKEN = "browser-face-token"
 BUILT = b"""<!doctype html><html><head><title>Script app</title></head><body>
 <div id="app"></div><script>

@@ -29,6 +29,8 @@ from siftlib.fetch.guard import Guard
 from siftlib.fetch.models import FetchResult
 from siftlib.metrics import Metrics
 
+pytestmark = pytest.mark.one_worker  # a browser or gateways for the module
+
 BODY = """<!doctype html><html><head><title>Escape</title>{head}</head><body>
 <div id="root"></div>{body}
 <script>

@@ -21,6 +21,8 @@ from siftlib.search.pipeline import Searcher, SearchRequest
 from siftlib.store.factory import open_configured_store
 from siftlib.store.redis import RETRY_AFTER, SETTLE_AFTER
 
+pytestmark = pytest.mark.one_worker  # a browser or gateways for the module
+
 PASSWORD = "pw-4c1d-never-shown"
 TOKENS = {"alice": "tok-alice", "bob": "tok-bob"}
 # After an outage a gateway tries the store again after RETRY_AFTER and trusts its totals

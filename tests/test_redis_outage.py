@@ -28,6 +28,8 @@ from siftlib.store.redis import (
     open_redis_store,
 )
 
+pytestmark = pytest.mark.one_worker  # a browser or gateways for the module
+
 CAP = 30
 COUNTER = f"sift:cap:tavily:{DAY}"
 AFTER_CAP = 0.5  # spending goes on this long past the cap (two probe periods): a grant fails
