@@ -237,7 +237,8 @@ def test_shutdown_lets_in_flight_requests_finish_then_closes(tmp_path: Path) -> 
 def test_sigterm_finishes_in_flight_requests_and_exits_0(tmp_path: Path) -> None:
     gate = threading.Event()
     slow = FakeUpstream(searxng_body(3), gate=gate)
-    config = write_config(tmp_path, searxng=slow.url)
+    # A deadline far past the drain: on a starved machine the default 3 s could end the search.
+    config = write_config(tmp_path, searxng=slow.url, timeout="10s")
     proc = subprocess.Popen(
         [sys.executable, str(REPO / "sift.py"), "serve", "--config", str(config)],
         cwd=REPO,
