@@ -186,13 +186,18 @@ def one_worker_first(items: list[pytest.Item], workers: int) -> list[pytest.Item
     longest queue: a module at the head of a share runs there before anyone steals. Split
     over several workers, a browser module launched a browser on each.
     """
+    if workers < 2:
+        return items
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    whole = [tests for tests in modules.values() if tests[0].get_closest_marker("one_worker")]
-    if workers < 2 or not whole:
-        return items
-    rest = [item for tests in modules.values() if tests not in whole for item in tests]
+    whole: list[list[pytest.Item]] = []
+    rest: list[pytest.Item] = []
+    for tests in modules.values():
+        if tests[0].get_closest_marker("one_worker"):
+            whole.append(tests)
+        else:
+            rest += tests
     shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
     for index, tests in enumerate(whole):
         shares[index % workers] += tests
